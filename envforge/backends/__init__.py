@@ -1,0 +1,1 @@
+"""Backends: one module per runtime, each yields a Driver over canonical state."""

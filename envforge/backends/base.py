@@ -1,0 +1,140 @@
+"""The Driver contract: a batched, functional view of one implementation over canonical state.
+
+The verifier only ever talks to Drivers. A canonical state is ``dict[name, ndarray[B, ...]]``
+with the field names, dtypes and shapes declared in the EnvSpec. Drivers are pure from the
+caller's view: a stateful reference is driven by writing the given state in, stepping once and
+reading it back. There is no auto-reset: episode boundaries belong to the verifier.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from envforge.errors import ContractViolation
+from envforge.spec import EnvSpec
+
+State = dict[str, np.ndarray]
+
+
+@dataclass
+class Transition:
+    """Result of one batched step. ``reward`` is float64, flags are bool, all shaped ``[B]``."""
+
+    state: State
+    obs: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+
+    def take(self, index: np.ndarray | slice | int) -> Transition:
+        idx = np.atleast_1d(np.arange(len(self.reward))[index])
+        return Transition(
+            state=take_state(self.state, idx),
+            obs=self.obs[idx],
+            reward=self.reward[idx],
+            terminated=self.terminated[idx],
+            truncated=self.truncated[idx],
+        )
+
+
+class Driver(ABC):
+    """One implementation (reference or port) seen through the canonical-state contract."""
+
+    side: str = "port"
+
+    def __init__(self, spec: EnvSpec) -> None:
+        self.spec = spec
+
+    @abstractmethod
+    def reset(self, seeds: np.ndarray) -> State:
+        """Fresh states for each seed (``seeds``: uint32 ``[B]``)."""
+
+    @abstractmethod
+    def step(self, state: State, actions: np.ndarray) -> Transition:
+        """One step of every env in the batch from the given states."""
+
+    @abstractmethod
+    def observe(self, state: State) -> np.ndarray:
+        """Observations ``[B, *obs_shape]`` of the given states."""
+
+    def source_files(self) -> list[Path]:
+        """Files that implement this side, used to localize findings."""
+        return []
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+
+# ---- canonical state helpers (the one translation routine everything reuses) ----------------
+
+
+def take_state(state: State, idx: np.ndarray | slice | int) -> State:
+    return {k: v[idx] for k, v in state.items()}
+
+
+def concat_states(states: list[State]) -> State:
+    return {k: np.concatenate([s[k] for s in states]) for k in states[0]}
+
+
+def repeat_state(state: State, n: int) -> State:
+    return {k: np.repeat(v, n, axis=0) for k, v in state.items()}
+
+
+def batch_size(state: State) -> int:
+    return len(next(iter(state.values())))
+
+
+def canonicalize(spec: EnvSpec, state: dict, side: str, call: str) -> State:
+    """Check names and shapes of a state a driver produced, and cast to the spec's dtypes."""
+    missing = [f.name for f in spec.state if f.name not in state]
+    if missing:
+        raise ContractViolation(side, call, f"canonical state lacks field(s) {missing}")
+    extra = sorted(set(state) - set(spec.field_names))
+    if extra:
+        raise ContractViolation(side, call, f"canonical state has unknown field(s) {extra}")
+    out: State = {}
+    batch: int | None = None
+    for f in spec.state:
+        value = np.asarray(state[f.name])
+        if value.ndim < 1:
+            raise ContractViolation(side, call, f"field {f.name} is not batched (shape {value.shape})")
+        if tuple(value.shape[1:]) != tuple(f.shape):
+            raise ContractViolation(
+                side, call, f"field {f.name} has shape {value.shape[1:]}, spec says {f.shape}"
+            )
+        if batch is None:
+            batch = value.shape[0]
+        elif value.shape[0] != batch:
+            raise ContractViolation(side, call, f"field {f.name} has batch {value.shape[0]} != {batch}")
+        out[f.name] = value.astype(f.np_dtype, copy=False)
+    return out
+
+
+def check_transition(spec: EnvSpec, tr: Transition, batch: int, side: str) -> Transition:
+    """Normalize a transition's dtypes and check its shapes against the spec."""
+    state = canonicalize(spec, tr.state, side, "step")
+    obs = np.asarray(tr.obs)
+    if obs.shape != (batch, *spec.observation.shape):
+        raise ContractViolation(
+            side, "step", f"observation shape {obs.shape}, expected {(batch, *spec.observation.shape)}"
+        )
+    out = []
+    for name, value in (("reward", tr.reward), ("terminated", tr.terminated), ("truncated", tr.truncated)):
+        arr = np.asarray(value)
+        if arr.shape != (batch,):
+            raise ContractViolation(side, "step", f"{name} shape {arr.shape}, expected {(batch,)}")
+        out.append(arr)
+    return Transition(
+        state=state,
+        obs=obs.astype(spec.observation.dtype, copy=False),
+        reward=out[0].astype(np.float64),
+        terminated=out[1].astype(bool),
+        truncated=out[2].astype(bool),
+    )

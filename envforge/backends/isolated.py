@@ -1,0 +1,173 @@
+"""Run a Driver in a child process, so a segfault, abort or hang cannot take the verifier down.
+
+The child builds the driver from a picklable :class:`Recipe`, then serves ``reset``/``step``/
+``observe`` calls over a pipe. Every call has a time limit; on a crash or timeout the whole
+child process group is killed and the caller gets a typed :class:`DriverFailure` with the
+signal and the tail of the child's stderr (Python's faulthandler writes the stack there).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import tempfile
+import traceback
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envforge.backends.base import Driver, State, Transition
+from envforge.backends.recipe import Recipe, build_driver
+from envforge.errors import (
+    ContractViolation,
+    DriverCrashed,
+    DriverFailure,
+    DriverRaised,
+    DriverTimeout,
+)
+
+_FAILURES = {
+    "ContractViolation": ContractViolation,
+    "DriverCrashed": DriverCrashed,
+    "DriverTimeout": DriverTimeout,
+}
+
+
+def _serve(recipe: Recipe, conn: Connection, log_path: str) -> None:
+    os.setpgrp()  # own process group: a kill takes compilers and grandchildren too
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    import faulthandler
+
+    faulthandler.enable()
+    for key, value in recipe.env.items():
+        os.environ[key] = value
+    try:
+        driver = build_driver(recipe)
+        conn.send(("ok", {"describe": driver.describe(), "sources": [str(p) for p in driver.source_files()]}))
+    except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
+        conn.send(("raise", type(e).__name__, str(e), traceback.format_exc()))
+        return
+    while True:
+        try:
+            method, args = conn.recv()
+        except EOFError:
+            return
+        if method == "close":
+            driver.close()
+            return
+        try:
+            result = getattr(driver, method)(*args)
+            conn.send(("ok", result))
+        except BaseException as e:  # noqa: BLE001
+            conn.send(("raise", type(e).__name__, str(e), traceback.format_exc()))
+
+
+class IsolatedDriver(Driver):
+    """A Driver proxy whose implementation lives in a child process."""
+
+    def __init__(self, recipe: Recipe, timeout_s: float = 120.0, build_timeout_s: float = 600.0) -> None:
+        super().__init__(recipe.spec)
+        self.side = recipe.side
+        self.recipe = recipe
+        self.timeout_s = timeout_s
+        ctx = mp.get_context("spawn")
+        self._conn, child_conn = ctx.Pipe()
+        fd, self._log_path = tempfile.mkstemp(prefix=f"envforge-{recipe.side}-", suffix=".log")
+        os.close(fd)
+        self._proc = ctx.Process(target=_serve, args=(recipe, child_conn, self._log_path), daemon=True)
+        self._proc.start()
+        child_conn.close()
+        info = self._call_raw("build", build_timeout_s)
+        self._describe = info["describe"]
+        self._sources = [Path(p) for p in info["sources"]]
+
+    # ---- plumbing ---------------------------------------------------------------------
+    def _stderr_tail(self, limit: int = 2000) -> str:
+        try:
+            text = Path(self._log_path).read_text(errors="replace")
+        except OSError:
+            return ""
+        return text[-limit:]
+
+    def _kill(self) -> None:
+        if self._proc.is_alive():
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self._proc.kill()
+        self._proc.join(5)
+
+    def _call_raw(self, method: str, timeout: float, *args: Any) -> Any:
+        if not self._proc.is_alive() and method != "build":
+            raise DriverCrashed(self.side, method, "implementation process is no longer running")
+        try:
+            if method != "build":
+                self._conn.send((method, args))
+            ready = self._conn.poll(timeout)
+        except (BrokenPipeError, EOFError, OSError):
+            ready = True  # fall through to recv, which reports the crash
+        if not ready:
+            self._kill()
+            raise DriverTimeout(
+                self.side, method, f"did not return within {timeout:g} s (killed)", self._stderr_tail()
+            )
+        try:
+            reply = self._conn.recv()
+        except (EOFError, OSError):
+            self._proc.join(5)
+            code = self._proc.exitcode
+            how = f"exit code {code}"
+            if code is not None and code < 0:
+                how = f"signal {signal.Signals(-code).name}"
+            raise DriverCrashed(
+                self.side, method, f"process died ({how})", self._stderr_tail()
+            ) from None
+        if reply[0] == "ok":
+            return reply[1]
+        _, type_name, message, tb = reply
+        cls = _FAILURES.get(type_name, DriverRaised)
+        if cls is DriverRaised:
+            message = f"raised {type_name}: {message}"
+        raise cls(self.side, method if method != "build" else "build", message, tb)
+
+    def _call(self, method: str, *args: Any) -> Any:
+        return self._call_raw(method, self.timeout_s, *args)
+
+    # ---- Driver API -------------------------------------------------------------------
+    def reset(self, seeds: np.ndarray) -> State:
+        result: State = self._call("reset", seeds)
+        return result
+
+    def step(self, state: State, actions: np.ndarray) -> Transition:
+        result: Transition = self._call("step", state, actions)
+        return result
+
+    def observe(self, state: State) -> np.ndarray:
+        result: np.ndarray = self._call("observe", state)
+        return result
+
+    def source_files(self) -> list[Path]:
+        return self._sources
+
+    def describe(self) -> str:
+        return f"{self._describe} (isolated, pid {self._proc.pid})"
+
+    def close(self) -> None:
+        if self._proc.is_alive():
+            try:
+                self._conn.send(("close", ()))
+                self._proc.join(5)
+            except (BrokenPipeError, OSError):
+                pass
+        self._kill()
+        self._conn.close()
+        Path(self._log_path).unlink(missing_ok=True)
+
+
+def is_failure(exc: BaseException) -> bool:
+    return isinstance(exc, DriverFailure)

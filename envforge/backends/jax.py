@@ -1,0 +1,130 @@
+"""JAX backend: a port module with pure single-env functions; this backend vmaps and jits them.
+
+Port contract (one module, gymnax style)::
+
+    reset(seed: uint32[]) -> EnvState
+    step(state: EnvState, action) -> (EnvState, obs, reward, terminated, truncated)
+    observe(state: EnvState) -> obs
+    to_canonical(state: EnvState) -> dict[str, Array]
+    from_canonical(fields: dict[str, Array]) -> EnvState
+
+Batches are padded to the next power of two so varying batch sizes reuse a few compiled shapes.
+Strict float (no FMA on CPU) is chosen by the process environment (XLA_FLAGS) before jax loads.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from envforge.backends.base import Driver, State, Transition, batch_size
+from envforge.errors import BadInput, ContractViolation
+from envforge.spec import EnvSpec
+
+REQUIRED = ("reset", "step", "observe", "to_canonical", "from_canonical")
+
+
+def find_port_module(port: Path, env_name: str) -> Path:
+    if port.is_file():
+        return port
+    for name in (f"{env_name}.py", "port.py"):
+        if (port / name).is_file():
+            return port / name
+    candidates = [p for p in sorted(port.glob("*.py")) if not p.name.startswith(("test_", "_"))]
+    if len(candidates) == 1:
+        return candidates[0]
+    raise BadInput(f"{port}: expected {env_name}.py or port.py (found {[p.name for p in candidates]})")
+
+
+def load_module(path: Path) -> ModuleType:
+    name = f"envforge_port_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise BadInput(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _bucket(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+class JaxDriver(Driver):
+    def __init__(self, spec: EnvSpec, port: Path) -> None:
+        super().__init__(spec)
+        import jax
+        import jax.numpy as jnp
+
+        self._jnp = jnp
+        self.module_path = find_port_module(port, spec.name)
+        self.module = load_module(self.module_path)
+        missing = [n for n in REQUIRED if not callable(getattr(self.module, n, None))]
+        if missing:
+            raise ContractViolation("port", "import", f"{self.module_path.name} lacks {missing}")
+        m = self.module
+
+        def step_canonical(canon: dict, action: Any) -> tuple:
+            s2, obs, reward, terminated, truncated = m.step(m.from_canonical(canon), action)
+            return m.to_canonical(s2), obs, reward, terminated, truncated
+
+        self._reset = jax.jit(jax.vmap(lambda seed: m.to_canonical(m.reset(seed))))
+        self._step = jax.jit(jax.vmap(step_canonical))
+        self._observe = jax.jit(jax.vmap(lambda canon: m.observe(m.from_canonical(canon))))
+        self._x64 = bool(jax.config.read("jax_enable_x64"))
+
+    # numpy <-> jax at the boundary, with padding to a power-of-two batch
+    def _to_device(self, arr: np.ndarray, pad_to: int) -> Any:
+        if arr.dtype == np.float64 and not self._x64:
+            arr = arr.astype(np.float32)
+        elif arr.dtype in (np.int64, np.uint64) and not self._x64:
+            arr = arr.astype(np.int32 if arr.dtype == np.int64 else np.uint32)
+        if len(arr) < pad_to:
+            arr = np.concatenate([arr, np.repeat(arr[:1], pad_to - len(arr), axis=0)])
+        return self._jnp.asarray(arr)
+
+    def _state_in(self, state: State, pad_to: int) -> dict:
+        return {k: self._to_device(np.asarray(v), pad_to) for k, v in state.items()}
+
+    @staticmethod
+    def _out(tree: Any, n: int) -> Any:
+        if isinstance(tree, dict):
+            return {k: np.asarray(v)[:n] for k, v in tree.items()}
+        return np.asarray(tree)[:n]
+
+    def reset(self, seeds: np.ndarray) -> State:
+        n = len(seeds)
+        out = self._reset(self._to_device(np.asarray(seeds, dtype=np.uint32), _bucket(n)))
+        result: State = self._out(out, n)
+        return result
+
+    def step(self, state: State, actions: np.ndarray) -> Transition:
+        n = batch_size(state)
+        pad = _bucket(n)
+        canon, obs, reward, terminated, truncated = self._step(
+            self._state_in(state, pad), self._to_device(np.asarray(actions), pad)
+        )
+        return Transition(
+            state=self._out(canon, n),
+            obs=self._out(obs, n),
+            reward=self._out(reward, n),
+            terminated=self._out(terminated, n),
+            truncated=self._out(truncated, n),
+        )
+
+    def observe(self, state: State) -> np.ndarray:
+        n = batch_size(state)
+        result: np.ndarray = self._out(self._observe(self._state_in(state, _bucket(n))), n)
+        return result
+
+    def source_files(self) -> list[Path]:
+        return [self.module_path]
+
+    def describe(self) -> str:
+        return f"JAX port {self.module_path}"

@@ -1,0 +1,95 @@
+"""Recipes: picklable descriptions of how to build a Driver, and the one place that builds them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envforge.backends.base import Driver
+from envforge.errors import BadInput
+from envforge.spec import EnvSpec
+
+STRICT_XLA_FLAGS = "--xla_cpu_max_isa=SSE4_2"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    kind: str
+    """c | gymnasium | python | jax | rust"""
+    spec: EnvSpec
+    target: str
+    """Reference id or path of the implementation."""
+    side: str = "port"
+    strict_float: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def reference_recipe(spec: EnvSpec, strict_float: bool | None = None) -> Recipe:
+    strict = spec.compare.strict_float if strict_float is None else strict_float
+    kind = spec.reference_kind
+    if kind == "node":
+        raise BadInput(f"JavaScript references are not supported yet: {spec.reference}")
+    target = spec.reference
+    path = spec.reference_path()
+    if path is not None:
+        if not path.exists():
+            raise BadInput(f"reference file not found: {path}")
+        target = str(path) if kind == "c" else f"{path}:{spec.reference.split(':', 1)[1]}"
+    return Recipe(kind=kind, spec=spec, target=target, side="reference", strict_float=strict)
+
+
+def port_kind(port: Path) -> str:
+    if port.is_dir() and (port / "Cargo.toml").exists():
+        return "rust"
+    if port.suffix == ".py" or (port.is_dir() and any(port.glob("*.py"))):
+        return "jax"
+    raise BadInput(f"cannot tell the port's target from {port} (expected a JAX module or a Rust crate)")
+
+
+def port_recipe(spec: EnvSpec, port: str | Path, strict_float: bool | None = None) -> Recipe:
+    path = Path(port)
+    if not path.exists():
+        raise BadInput(f"port not found: {path}")
+    strict = spec.compare.strict_float if strict_float is None else strict_float
+    kind = port_kind(path)
+    # strict float: no FMA, which also means CPU (GPUs fuse multiply-adds too)
+    env = {"XLA_FLAGS": STRICT_XLA_FLAGS, "JAX_PLATFORMS": "cpu"} if (strict and kind == "jax") else {}
+    return Recipe(kind=kind, spec=spec, target=str(path.resolve()), side="port", strict_float=strict, env=env)
+
+
+def build_driver(recipe: Recipe) -> Driver:
+    """Build the driver a recipe describes, in this process."""
+    driver: Driver
+    if recipe.kind == "c":
+        from envforge.backends.c import CDriver
+
+        driver = CDriver(recipe.spec, Path(recipe.target), strict_float=recipe.strict_float)
+    elif recipe.kind == "gymnasium":
+        from envforge.backends.gymnasium import GymnasiumDriver
+
+        driver = GymnasiumDriver(recipe.spec, recipe.target.split(":", 1)[1])
+    elif recipe.kind == "python":
+        from envforge.backends.python import PythonDriver
+
+        driver = PythonDriver(recipe.spec, recipe.target)
+    elif recipe.kind == "jax":
+        from envforge.backends.jax import JaxDriver
+
+        driver = JaxDriver(recipe.spec, Path(recipe.target))
+    elif recipe.kind == "rust":
+        from envforge.backends.rust import RustDriver  # type: ignore[import-not-found,unused-ignore]
+
+        driver = RustDriver(recipe.spec, Path(recipe.target))
+    else:
+        raise BadInput(f"unsupported implementation kind: {recipe.kind}")
+    driver.side = recipe.side
+    return driver
+
+
+def open_driver(recipe: Recipe, isolate: bool = True, timeout_s: float | None = None) -> Driver:
+    """Build a driver, by default in its own process (see backends/isolated.py)."""
+    if not isolate:
+        return build_driver(recipe)
+    from envforge.backends.isolated import IsolatedDriver
+
+    return IsolatedDriver(recipe, timeout_s=timeout_s or recipe.spec.verify.timeout_s)

@@ -1,0 +1,68 @@
+"""`envforge verify`: is this port the same environment as its reference?"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import typer
+from rich.console import Console
+
+from envforge.locate import default_port, spec_for_name, spec_for_reference
+from envforge.verify.context import VerifyOptions
+from envforge.verify.runner import parse_levels, verify
+
+
+def verify_command(
+    env: str = typer.Argument(None, help="Env name (references/<env>), or omit and use --ref."),
+    ref: str = typer.Option(None, "--ref", help="Reference: path/to/env.c, gymnasium:<id>, file.py:Class."),
+    port: str = typer.Option(None, "--port", help="Port directory or module (default: generated/<env>/jax)."),
+    spec: str = typer.Option(None, "--spec", help="env.toml to use (default: beside the reference)."),
+    target: str = typer.Option("jax", "--target", help="Which default port to pick: jax or rust."),
+    levels: str = typer.Option("0-3", "--levels", help="Levels to run, e.g. 0-3, 1,3 or 4."),
+    all_levels: bool = typer.Option(False, "--all-levels", help="Run every level even after a failure."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the verifier's own random choices."),
+    scale: float = typer.Option(1.0, "--scale", help="Scale example/episode counts (0.2 = quick)."),
+    strict: bool = typer.Option(None, "--strict/--fast", help="Strict float (no FMA) or fast mode; default from spec."),
+    timeout: float = typer.Option(None, "--timeout", help="Seconds one driver call may take."),
+    no_isolate: bool = typer.Option(False, "--no-isolate", help="Run drivers in this process (debugging)."),
+    both_directions: bool = typer.Option(False, "--both-directions", help="L4: also train on the reference."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Verify a port against its reference, level by level. Exit 0 equivalent, 1 not, 2 bad input."""
+    if env is not None:
+        env_spec = spec_for_reference(ref, spec) if ref else spec_for_name(env)
+    elif ref is not None:
+        env_spec = spec_for_reference(ref, spec)
+    else:
+        from envforge.errors import BadInput
+
+        raise BadInput("name an env (envforge verify pong) or pass --ref")
+    port_path = port if port else str(default_port(env_spec, target))
+    options = VerifyOptions(
+        seed=seed,
+        all_levels=all_levels,
+        scale=scale,
+        isolate=not no_isolate,
+        timeout_s=timeout,
+        strict_float=strict,
+        both_directions=both_directions,
+    )
+    console = Console(stderr=as_json)
+    with console.status(f"verifying {env_spec.name}") as status:
+        report = verify(
+            env_spec,
+            port_path,
+            parse_levels(levels),
+            options,
+            progress=lambda msg: status.update(f"verifying {env_spec.name}: {msg}"),
+        )
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        report.render(console)
+    sys.exit(report.exit_code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify")(verify_command)

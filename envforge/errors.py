@@ -1,0 +1,51 @@
+"""Typed errors. Inside the package they are exceptions; at the CLI they become one line + exit 2."""
+
+from __future__ import annotations
+
+
+class EnvforgeError(Exception):
+    """Base class for every error envforge raises on purpose."""
+
+
+class BadInput(EnvforgeError):
+    """The user gave us something we cannot work with (missing file, unknown env, bad flag)."""
+
+
+class SpecError(BadInput):
+    """An env.toml is malformed. The message names the file, the key and what was expected."""
+
+    def __init__(self, path: object, key: str, expected: str, got: object = None) -> None:
+        self.path = str(path)
+        self.key = key
+        self.expected = expected
+        self.got = got
+        got_part = "" if got is None else f"; got {got!r}"
+        super().__init__(f"{self.path}: key '{key}': expected {expected}{got_part}")
+
+
+class DriverFailure(EnvforgeError):
+    """An implementation failed while being driven (raised, crashed, hung, broke the contract)."""
+
+    check = "exception"
+
+    def __init__(self, side: str, call: str, message: str, detail: str = "") -> None:
+        self.side = side
+        self.call = call
+        self.detail = detail
+        super().__init__(f"{side} {call}: {message}")
+
+
+class DriverRaised(DriverFailure):
+    check = "exception"
+
+
+class DriverCrashed(DriverFailure):
+    check = "crash"
+
+
+class DriverTimeout(DriverFailure):
+    check = "timeout"
+
+
+class ContractViolation(DriverFailure):
+    check = "contract"

@@ -1,0 +1,274 @@
+"""EnvSpec: load and validate ``references/<env>/env.toml``.
+
+The spec is the single description both sides of a comparison share: spaces, canonical state
+fields, RNG mode, comparison tolerances, named events and per-level settings. A malformed spec
+raises :class:`SpecError` naming the file, the key and what was expected.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from envforge.errors import SpecError
+from envforge.expr import Expression, ExprError
+
+DTYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64", "uint8", "bool")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BoxSpace(_Model):
+    shape: tuple[int, ...]
+    dtype: Literal["float32", "float64"] = "float32"
+    low: float | list[float]
+    high: float | list[float]
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        low = np.broadcast_to(np.asarray(self.low, dtype=np.float64), self.shape)
+        high = np.broadcast_to(np.asarray(self.high, dtype=np.float64), self.shape)
+        return low, high
+
+
+class ActionSpace(_Model):
+    type: Literal["discrete", "continuous"]
+    n: int | None = None
+    shape: tuple[int, ...] = ()
+    low: float | list[float] | None = None
+    high: float | list[float] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ActionSpace:
+        if self.type == "discrete" and (self.n is None or self.n < 1):
+            raise ValueError("discrete actions need n >= 1")
+        if self.type == "continuous" and (self.low is None or self.high is None):
+            raise ValueError("continuous actions need low and high")
+        return self
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.int32) if self.type == "discrete" else np.dtype(np.float32)
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        low = np.broadcast_to(np.asarray(self.low, dtype=np.float32), self.shape)
+        high = np.broadcast_to(np.asarray(self.high, dtype=np.float32), self.shape)
+        return low, high
+
+
+class StateField(_Model):
+    name: str
+    dtype: Literal["float32", "float64", "int32", "int64", "uint32", "uint64", "uint8", "bool"]
+    shape: tuple[int, ...] = ()
+    low: float | None = None
+    high: float | None = None
+    attr: str | None = None
+    """Where the field lives on a stateful reference (gymnasium/Python), e.g. ``state[0]``."""
+    c_field: str | None = None
+    """Struct member in a C reference, when its name differs."""
+    aliases: tuple[str, ...] = ()
+    """Other names the sources use for this field (used by localization)."""
+    atol: float | None = None
+    rtol: float | None = None
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return np.dtype(self.dtype)
+
+
+class Rng(_Model):
+    mode: Literal["replicate", "sync"]
+    stochastic_step: bool = False
+    """sync mode only: the step itself draws random numbers (compared distributionally)."""
+
+
+class Compare(_Model):
+    mode: Literal["exact", "tolerance"] = "exact"
+    atol: float = 0.0
+    rtol: float = 0.0
+    strict_float: bool = False
+    """Build/run both sides without FMA so float32 arithmetic agrees bit for bit."""
+
+
+class Event(_Model):
+    name: str
+    expr: str
+
+
+class Policy(_Model):
+    name: str
+    expr: str
+
+
+class CSettings(_Model):
+    struct: str
+    prefix: str
+    sources: tuple[str, ...] = ()
+    cflags: tuple[str, ...] = ()
+
+
+class VerifySettings(_Model):
+    l1_examples: int = 150
+    l1_batch: int = 64
+    l1_sweep: int = 4096
+    reset_samples: int = 2000
+    alpha: float = 0.001
+    l2_examples: int = 40
+    l2_steps: int = 30
+    l3_episodes: int = 100
+    l3_max_steps: int | None = None
+    timeout_s: float = 120.0
+
+
+class EnvSpec(_Model):
+    name: str
+    reference: str
+    description: str = ""
+    episode_cap: int = Field(gt=0)
+    observation: BoxSpace
+    action: ActionSpace
+    state: tuple[StateField, ...]
+    rng: Rng
+    compare: Compare = Compare()
+    termination: str | None = None
+    event: tuple[Event, ...] = ()
+    policy: tuple[Policy, ...] = ()
+    c: CSettings | None = None
+    verify: VerifySettings = VerifySettings()
+    l4: dict[str, Any] = Field(default_factory=dict)
+    port: dict[str, str] = Field(default_factory=dict)
+    """Default port per target, relative to the repository root, e.g. {jax = "generated/pong/jax"}."""
+    root: Path = Path(".")
+
+    # ---- derived helpers -------------------------------------------------------------
+    @property
+    def field_names(self) -> list[str]:
+        return [f.name for f in self.state]
+
+    def field(self, name: str) -> StateField:
+        for f in self.state:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    @property
+    def reference_kind(self) -> str:
+        return reference_kind(self.reference)
+
+    def reference_path(self) -> Path | None:
+        """Path of the reference source on disk (None for registry ids like gymnasium:...)."""
+        kind = self.reference_kind
+        if kind == "gymnasium":
+            return None
+        target = self.reference.split(":", 1)[0] if kind == "python" else self.reference
+        p = Path(target)
+        return p if p.is_absolute() else self.root / p
+
+    def tolerance(self, field: str | None) -> tuple[float, float]:
+        if self.compare.mode == "exact":
+            return 0.0, 0.0
+        if field is not None:
+            f = self.field(field)
+            return (
+                self.compare.atol if f.atol is None else f.atol,
+                self.compare.rtol if f.rtol is None else f.rtol,
+            )
+        return self.compare.atol, self.compare.rtol
+
+    def expression(self, source: str) -> Expression:
+        """An expression over a transition: before/after state, action, reward, flags, obs."""
+        names = set(self.field_names)
+        return Expression(
+            source,
+            {"before": names, "after": names, "action": None, "reward": None,
+             "terminated": None, "truncated": None, "obs": None},
+        )
+
+    def policy_expression(self, source: str) -> Expression:
+        return Expression(source, {"obs": None, "t": None})
+
+
+def reference_kind(reference: str) -> str:
+    if reference.startswith("gymnasium:"):
+        return "gymnasium"
+    if reference.endswith(".c"):
+        return "c"
+    if ".py:" in reference:
+        return "python"
+    if reference.endswith(".js"):
+        return "node"
+    return "unknown"
+
+
+def _loc(parts: tuple[int | str, ...]) -> str:
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += ("." if out else "") + p
+    return out or "(top level)"
+
+
+def load_spec(path: str | Path) -> EnvSpec:
+    """Load ``env.toml`` (or a directory holding one) into a validated EnvSpec."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "env.toml"
+    if not p.is_file():
+        raise SpecError(p, "(file)", "an existing env.toml")
+    try:
+        raw = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(p, "(syntax)", f"valid TOML ({e})") from None
+    raw["root"] = p.parent.resolve()
+    try:
+        spec = EnvSpec.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = _loc(tuple(err["loc"]))
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "no such key (check spelling)"
+        elif err["type"] == "missing":
+            msg = "this key to be present"
+        raise SpecError(p, key, msg, None if err["type"] == "missing" else err.get("input")) from None
+    _check_semantics(p, spec)
+    return spec
+
+
+def _check_semantics(p: Path, spec: EnvSpec) -> None:
+    seen: set[str] = set()
+    for i, f in enumerate(spec.state):
+        if f.name in seen:
+            raise SpecError(p, f"state[{i}].name", "a unique field name", f.name)
+        seen.add(f.name)
+        if f.low is not None and f.high is not None and f.low > f.high:
+            raise SpecError(p, f"state[{i}].low", "low <= high", f.low)
+    if not spec.state:
+        raise SpecError(p, "state", "at least one canonical state field")
+    kind = spec.reference_kind
+    if kind == "unknown":
+        raise SpecError(
+            p, "reference", "a .c file, 'gymnasium:<id>' or 'file.py:Class'", spec.reference
+        )
+    if kind == "c" and spec.c is None:
+        raise SpecError(p, "c", "a [c] table with struct and prefix for a C reference")
+    if kind in ("gymnasium", "python"):
+        for i, f in enumerate(spec.state):
+            if f.attr is None:
+                raise SpecError(p, f"state[{i}].attr", "an attribute mapping for this reference")
+    exprs: list[tuple[str, str, bool]] = [(f"event[{i}].expr", e.expr, False) for i, e in enumerate(spec.event)]
+    exprs += [(f"policy[{i}].expr", pol.expr, True) for i, pol in enumerate(spec.policy)]
+    if spec.termination is not None:
+        exprs.append(("termination", spec.termination, False))
+    for key, source, is_policy in exprs:
+        try:
+            spec.policy_expression(source) if is_policy else spec.expression(source)
+        except ExprError as e:
+            raise SpecError(p, key, f"a valid expression ({e})") from None

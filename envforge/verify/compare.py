@@ -1,0 +1,158 @@
+"""The one comparison routine: field by field, exact or within the spec's tolerances."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from envforge.backends.base import State, Transition
+from envforge.spec import EnvSpec
+
+FLAGS = ("terminated", "truncated")
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Units in the last place between two float arrays of the same dtype (0 for equal values)."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    if a.dtype != b.dtype or a.dtype.kind != "f":
+        dtype = np.result_type(a, b, np.float32)
+        a, b = a.astype(dtype), b.astype(dtype)
+    int_type = {4: np.int32, 8: np.int64, 2: np.int16}[a.dtype.itemsize]
+
+    def ordered(x: np.ndarray) -> np.ndarray:
+        i = x.view(int_type).astype(np.int64)
+        return np.where(i < 0, np.int64(np.iinfo(int_type).min) - i, i)
+
+    dist = np.abs(ordered(a) - ordered(b)).astype(np.float64)
+    both_nan = np.isnan(a) & np.isnan(b)
+    return np.where(both_nan, 0.0, dist)
+
+
+def values_close(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> np.ndarray:
+    """Elementwise agreement; ``a`` is the reference. NaN equals NaN; ints/bools must be equal."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    if a.dtype.kind in "biu" and b.dtype.kind in "biu":
+        return np.asarray(a == b)
+    a64 = a.astype(np.float64)
+    b64 = b.astype(np.float64)
+    both_nan = np.isnan(a64) & np.isnan(b64)
+    with np.errstate(invalid="ignore"):
+        if atol == 0.0 and rtol == 0.0:
+            close = a64 == b64
+        else:
+            close = np.abs(a64 - b64) <= atol + rtol * np.abs(a64)
+    return np.asarray(close | both_nan)
+
+
+def _per_env(mask: np.ndarray) -> np.ndarray:
+    """Reduce an elementwise ``[B, ...]`` mask to ``[B]`` (all elements close)."""
+    return mask.reshape(mask.shape[0], -1).all(axis=1) if mask.ndim > 1 else mask
+
+
+def _abs_err(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))
+    err = np.where(np.isnan(err) & ~(np.isnan(np.asarray(a, np.float64)) & np.isnan(np.asarray(b, np.float64))), np.inf, err)
+    err = np.nan_to_num(err, nan=0.0)
+    return err.reshape(err.shape[0], -1).max(axis=1) if err.ndim > 1 else err
+
+
+@dataclass
+class Diff:
+    """Per-env comparison of two batches. ``ok[k]`` is ``[B]``: key k agrees for that env."""
+
+    ok: dict[str, np.ndarray]
+    abs_err: dict[str, np.ndarray]
+    ulp: dict[str, np.ndarray]
+    excused: np.ndarray
+    """Envs whose flag mismatch sits on a float threshold (both flags follow from their states)."""
+
+    @property
+    def mismatch(self) -> np.ndarray:
+        bad = np.zeros_like(self.excused)
+        for ok in self.ok.values():
+            bad |= ~ok
+        return bad
+
+    def keys_at(self, i: int) -> list[str]:
+        return [k for k, ok in self.ok.items() if not ok[i]]
+
+    def first(self) -> int | None:
+        idx = np.flatnonzero(self.mismatch)
+        return int(idx[0]) if len(idx) else None
+
+
+def compare_states(spec: EnvSpec, ref: State, port: State) -> Diff:
+    ok: dict[str, np.ndarray] = {}
+    abs_err: dict[str, np.ndarray] = {}
+    ulp: dict[str, np.ndarray] = {}
+    for f in spec.state:
+        atol, rtol = spec.tolerance(f.name)
+        a, b = ref[f.name], port[f.name]
+        ok[f.name] = _per_env(values_close(a, b, atol, rtol))
+        abs_err[f.name] = _abs_err(a, b)
+        if a.dtype.kind == "f":
+            u = ulp_distance(a, b)
+            ulp[f.name] = u.reshape(u.shape[0], -1).max(axis=1) if u.ndim > 1 else u
+    batch = len(next(iter(ref.values())))
+    return Diff(ok=ok, abs_err=abs_err, ulp=ulp, excused=np.zeros(batch, dtype=bool))
+
+
+def compare_transitions(
+    spec: EnvSpec,
+    ref: Transition,
+    port: Transition,
+    state_before: State | None = None,
+    actions: np.ndarray | None = None,
+) -> Diff:
+    """Compare next states, observations, rewards and flags of two batched transitions."""
+    diff = compare_states(spec, ref.state, port.state)
+    atol, rtol = spec.tolerance(None)
+    diff.ok["obs"] = _per_env(values_close(ref.obs, port.obs, atol, rtol))
+    diff.abs_err["obs"] = _abs_err(ref.obs, port.obs)
+    diff.ok["reward"] = values_close(ref.reward, port.reward, atol, rtol)
+    diff.abs_err["reward"] = _abs_err(ref.reward, port.reward)
+    for flag in FLAGS:
+        diff.ok[flag] = np.asarray(getattr(ref, flag) == getattr(port, flag))
+        diff.abs_err[flag] = (~diff.ok[flag]).astype(np.float64)
+    _excuse_threshold_flags(spec, ref, port, diff, state_before, actions)
+    return diff
+
+
+def _excuse_threshold_flags(
+    spec: EnvSpec,
+    ref: Transition,
+    port: Transition,
+    diff: Diff,
+    state_before: State | None,
+    actions: np.ndarray | None,
+) -> None:
+    """In tolerance mode, a terminated flag may flip when the deciding value rounds across the
+    threshold. Excuse it only when the states agree within tolerance and each side's flag is
+    exactly what the spec's termination predicate says of that side's own next state."""
+    if spec.compare.mode != "tolerance" or spec.termination is None:
+        return
+    flipped = ~diff.ok["terminated"]
+    if not flipped.any():
+        return
+    state_ok = np.ones_like(flipped)
+    for f in spec.field_names:
+        state_ok &= diff.ok[f]
+    expr = spec.expression(spec.termination)
+    before = state_before if state_before is not None else ref.state
+    common = {"action": actions, "truncated": ref.truncated}
+
+    def predicate(tr: Transition) -> np.ndarray:
+        value = expr(before=before, after=tr.state, reward=tr.reward, terminated=tr.terminated, obs=tr.obs, **common)
+        return np.broadcast_to(np.asarray(value, dtype=bool), flipped.shape)
+
+    consistent = (predicate(ref) == ref.terminated) & (predicate(port) == port.terminated)
+    excused = flipped & state_ok & consistent
+    if excused.any():
+        diff.excused |= excused
+        diff.ok["terminated"] = diff.ok["terminated"] | excused
+        # observations/rewards computed from a flipped flag may legitimately differ too
+        diff.ok["reward"] = diff.ok["reward"] | excused

@@ -1,0 +1,102 @@
+"""What every level receives: the spec, both drivers, options, and the Finding builders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from envforge.backends.base import Driver, State, Transition, take_state
+from envforge.verify.compare import Diff
+from envforge.verify.findings import Finding, to_jsonable
+from envforge.verify.localize import locate
+from envforge.spec import EnvSpec
+
+
+@dataclass
+class VerifyOptions:
+    seed: int = 0
+    """Seed of every random choice the verifier makes (seeds, actions, hypothesis)."""
+    all_levels: bool = False
+    scale: float = 1.0
+    """Multiplies example/episode counts (CI can run a lighter verify, users a heavier one)."""
+    isolate: bool = True
+    timeout_s: float | None = None
+    strict_float: bool | None = None
+    both_directions: bool = False
+
+
+@dataclass
+class VerifyContext:
+    spec: EnvSpec
+    ref: Driver
+    port: Driver
+    options: VerifyOptions = field(default_factory=VerifyOptions)
+
+    def rng(self, salt: int) -> np.random.Generator:
+        return np.random.default_rng([self.options.seed, salt])
+
+    def count(self, n: int, minimum: int = 1) -> int:
+        return max(minimum, int(round(n * self.options.scale)))
+
+    def localize(self, keys: list[str]) -> tuple[list, list]:
+        return (
+            locate(self.spec, keys, self.ref.source_files()),
+            locate(self.spec, keys, self.port.source_files()),
+        )
+
+    def finding_from_diff(
+        self,
+        level: int,
+        check: str,
+        message: str,
+        diff: Diff,
+        i: int,
+        ref: Transition,
+        port: Transition,
+        state_before: State | None = None,
+        **extra: Any,
+    ) -> Finding:
+        """The Finding for env ``i`` of a compared batch, localized to the diverging keys."""
+        keys = diff.keys_at(i)
+        expected: dict[str, Any] = {}
+        actual: dict[str, Any] = {}
+        for k in keys:
+            expected[k] = _value(ref, k, i)
+            actual[k] = _value(port, k, i)
+        error: dict[str, float] = {}
+        for k in keys:
+            error[k] = float(diff.abs_err[k][i])
+            if k in diff.ulp:
+                error[f"{k}.ulp"] = float(diff.ulp[k][i])
+        ref_lines, port_lines = self.localize(_localization_keys(keys, self.spec.field_names))
+        return Finding(
+            level=level,
+            check=check,
+            message=message.format(fields=", ".join(keys)),
+            fields=keys,
+            state_before=None if state_before is None else to_jsonable(_single(state_before, i)),
+            expected=to_jsonable(expected),
+            actual=to_jsonable(actual),
+            error=error,
+            reference_lines=ref_lines,
+            port_lines=port_lines,
+            **extra,
+        )
+
+
+def _single(state: State, i: int) -> dict[str, Any]:
+    return {k: v[0] for k, v in take_state(state, slice(i, i + 1)).items()}
+
+
+def _value(tr: Transition, key: str, i: int) -> Any:
+    if key in tr.state:
+        return tr.state[key][i]
+    return getattr(tr, key)[i]
+
+
+def _localization_keys(keys: list[str], fields: list[str]) -> list[str]:
+    """State fields first: an observation or flag mismatch usually follows from one of them."""
+    state_keys = [k for k in keys if k in fields]
+    return state_keys + [k for k in keys if k not in fields] if state_keys else keys

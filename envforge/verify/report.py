@@ -1,0 +1,130 @@
+"""LevelResult and Report: the verdict, per level, with findings; rendered for people and JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from envforge.verify.findings import LEVEL_NAMES, Finding, to_jsonable
+
+STATUSES = ("pass", "fail", "error", "inconclusive", "skipped")
+
+
+@dataclass
+class LevelResult:
+    level: int
+    status: str
+    summary: str = ""
+    findings: list[Finding] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return LEVEL_NAMES.get(self.level, f"L{self.level}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "level": self.level,
+            "name": self.name,
+            "status": self.status,
+            "summary": self.summary,
+            "wall_s": round(self.wall_s, 3),
+            "stats": to_jsonable(self.stats),
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+@dataclass
+class Report:
+    env: str
+    reference: str
+    port: str
+    levels: list[LevelResult] = field(default_factory=list)
+    requested: list[int] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        statuses = {lv.level: lv.status for lv in self.levels}
+        if all(statuses.get(n) == "pass" for n in self.requested):
+            return "equivalent"
+        if any(s == "fail" for s in statuses.values()):
+            return "not equivalent"
+        if any(s == "error" for s in statuses.values()):
+            return "error"
+        return "inconclusive"
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "equivalent"
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for lv in self.levels for f in lv.findings]
+
+    def first_finding(self) -> Finding | None:
+        """The most useful finding for a repair prompt: lowest failing level, localized first."""
+        for lv in self.levels:
+            if lv.findings:
+                ranked = sorted(lv.findings, key=lambda f: (not f.localized, len(f.fields) or 99))
+                return ranked[0]
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "env": self.env,
+            "reference": self.reference,
+            "port": self.port,
+            "verdict": self.verdict,
+            "requested_levels": self.requested,
+            "levels": [lv.to_dict() for lv in self.levels],
+        }
+
+    def render(self, console: Console | None = None, max_findings: int = 3) -> None:
+        console = console or Console()
+        table = Table(title=f"envforge verify {self.env}: {self.port} vs {self.reference}")
+        for col in ("level", "status", "time", "summary"):
+            table.add_column(col)
+        colors = {"pass": "green", "fail": "red", "error": "red", "inconclusive": "yellow", "skipped": "dim"}
+        for lv in self.levels:
+            c = colors.get(lv.status, "white")
+            table.add_row(f"L{lv.level} {lv.name}", f"[{c}]{lv.status}[/]", f"{lv.wall_s:.1f}s", lv.summary)
+        console.print(table)
+        for lv in self.levels:
+            for finding in lv.findings[:max_findings]:
+                console.print(render_finding(finding), markup=False, highlight=False)
+        color = "green" if self.passed else "red"
+        console.print(f"[bold {color}]verdict: {self.verdict}[/]")
+
+
+def render_finding(f: Finding) -> str:
+    """A finding as plain text (used by the console and by repair prompts)."""
+    lines = [f"[L{f.level} {f.check}] {f.message}"]
+    if f.fields:
+        lines.append(f"  fields: {', '.join(f.fields)}")
+    if f.seed is not None or f.step is not None:
+        lines.append(f"  seed: {f.seed}  step: {f.step}")
+    if f.actions:
+        shown = f.actions if len(f.actions) <= 40 else [*f.actions[:10], "...", *f.actions[-25:]]
+        lines.append(f"  actions ({len(f.actions)}): {shown}")
+    if f.state_before is not None:
+        lines.append(f"  state before: {f.state_before}")
+    if f.expected is not None:
+        lines.append(f"  expected (reference): {f.expected}")
+        lines.append(f"  actual (port):        {f.actual}")
+    if f.error:
+        lines.append("  error: " + ", ".join(f"{k}={v:.6g}" for k, v in f.error.items()))
+    for title, locs in (("reference", f.reference_lines), ("port", f.port_lines)):
+        if locs:
+            lines.append(f"  {title} lines that assign it:")
+            lines.extend(f"    {loc}" for loc in locs)
+    if f.detail:
+        lines.append("  detail: " + f.detail.strip().replace("\n", "\n    "))
+    return "\n".join(lines)

@@ -1,0 +1,126 @@
+"""Run the levels in order over a reference and a port, stopping at the first failure."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from envforge.backends.base import Driver
+from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
+from envforge.errors import BadInput, DriverFailure
+from envforge.spec import EnvSpec
+from envforge.verify.context import VerifyContext, VerifyOptions
+from envforge.verify.findings import Finding
+from envforge.verify.report import LevelResult, Report
+
+LEVEL_MODULES = {
+    0: "envforge.verify.contract",
+    1: "envforge.verify.properties",
+    2: "envforge.verify.interactions",
+    3: "envforge.verify.rollouts",
+    4: "envforge.verify.transfer",
+}
+ProgressFn = Callable[[str], None]
+
+
+def parse_levels(text: str) -> list[int]:
+    """'0-3' -> [0, 1, 2, 3]; '1,3' -> [1, 3]; '4' -> [4]."""
+    levels: set[int] = set()
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                levels.update(range(lo, hi + 1))
+            elif part:
+                levels.add(int(part))
+    except ValueError:
+        raise BadInput(f"--levels: expected e.g. '0-3' or '1,3', got {text!r}") from None
+    bad = sorted(lv for lv in levels if lv not in LEVEL_MODULES)
+    if bad or not levels:
+        raise BadInput(f"--levels: levels are 0..4, got {text!r}")
+    return sorted(levels)
+
+
+def failure_finding(level: int, exc: DriverFailure) -> Finding:
+    return Finding(
+        level=level,
+        check=exc.check,
+        message=str(exc),
+        detail=exc.detail[-2000:],
+        extra={"side": exc.side, "call": exc.call},
+    )
+
+
+class DriverPair:
+    """Opens both drivers lazily and reopens one whose process died (so later levels can run)."""
+
+    def __init__(self, spec: EnvSpec, port: Path, options: VerifyOptions) -> None:
+        self.spec = spec
+        self.options = options
+        self.ref_recipe = reference_recipe(spec, options.strict_float)
+        self.port_recipe = port_recipe(spec, port, options.strict_float)
+        self.ref: Driver | None = None
+        self.port: Driver | None = None
+
+    def open(self) -> tuple[Driver, Driver]:
+        if self.ref is None:
+            self.ref = open_driver(self.ref_recipe, self.options.isolate, self.options.timeout_s)
+        if self.port is None:
+            self.port = open_driver(self.port_recipe, self.options.isolate, self.options.timeout_s)
+        return self.ref, self.port
+
+    def drop(self, side: str) -> None:
+        driver = self.ref if side == "reference" else self.port
+        if driver is not None:
+            driver.close()
+        if side == "reference":
+            self.ref = None
+        else:
+            self.port = None
+
+    def close(self) -> None:
+        self.drop("reference")
+        self.drop("port")
+
+
+def run_level(level: int, ctx: VerifyContext) -> LevelResult:
+    module = importlib.import_module(LEVEL_MODULES[level])
+    result: LevelResult = module.run(ctx)
+    return result
+
+
+def verify(
+    spec: EnvSpec,
+    port: str | Path,
+    levels: list[int] | None = None,
+    options: VerifyOptions | None = None,
+    progress: ProgressFn | None = None,
+) -> Report:
+    """Verify ``port`` against the spec's reference at the given levels (default L0–L3)."""
+    options = options or VerifyOptions()
+    levels = levels or [0, 1, 2, 3]
+    port = Path(port)
+    pair = DriverPair(spec, port, options)
+    report = Report(env=spec.name, reference=spec.reference, port=str(port), requested=levels)
+    try:
+        for level in levels:
+            if progress:
+                progress(f"L{level}")
+            start = time.perf_counter()
+            try:
+                ref, prt = pair.open()
+                result = run_level(level, VerifyContext(spec, ref, prt, options))
+            except DriverFailure as exc:
+                pair.drop(exc.side)
+                status = "fail" if exc.check == "contract" else "error"
+                result = LevelResult(level, status, f"{exc.side} failed: {exc}", [failure_finding(level, exc)])
+            result.wall_s = time.perf_counter() - start
+            report.levels.append(result)
+            if result.status != "pass" and not options.all_levels:
+                break
+    finally:
+        pair.close()
+    return report
