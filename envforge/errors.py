@@ -32,6 +32,9 @@ class DriverFailure(EnvforgeError):
         self.side = side
         self.call = call
         self.detail = detail
+        self.state_before: dict | None = None
+        """Filled by a level that knows which state the failing call was given."""
+        self.actions: list = []
         super().__init__(f"{side} {call}: {message}")
 
 

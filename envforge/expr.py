@@ -35,11 +35,39 @@ FUNCTIONS: dict[str, Any] = {
 CONSTANTS: dict[str, Any] = {"pi": np.pi, "True": True, "False": False}
 
 _ALLOWED_NODES = (
-    ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Call, ast.Name, ast.Load,
-    ast.Attribute, ast.Subscript, ast.Slice, ast.Tuple, ast.Constant, ast.IfExp,
-    ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub, ast.UAdd,
-    ast.Invert, ast.Not, ast.BitAnd, ast.BitOr, ast.BitXor, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
-    ast.Eq, ast.NotEq,
+    ast.Expression,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.Compare,
+    ast.Call,
+    ast.Name,
+    ast.Load,
+    ast.Attribute,
+    ast.Subscript,
+    ast.Slice,
+    ast.Tuple,
+    ast.Constant,
+    ast.IfExp,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.Div,
+    ast.FloorDiv,
+    ast.Mod,
+    ast.Pow,
+    ast.USub,
+    ast.UAdd,
+    ast.Invert,
+    ast.Not,
+    ast.BitAnd,
+    ast.BitOr,
+    ast.BitXor,
+    ast.Lt,
+    ast.LtE,
+    ast.Gt,
+    ast.GtE,
+    ast.Eq,
+    ast.NotEq,
 )
 
 
@@ -79,19 +107,21 @@ class Expression:
                 raise ExprError(
                     f"only these functions may be called: {', '.join(sorted(FUNCTIONS))}"
                 )
-            if isinstance(node, ast.Name) and node.id not in FUNCTIONS and node.id not in CONSTANTS:
-                if node.id not in names:
-                    raise ExprError(
-                        f"unknown name {node.id!r} in {source!r}; known: {', '.join(sorted(names))}"
-                    )
+            if (
+                isinstance(node, ast.Name)
+                and node.id not in FUNCTIONS
+                and node.id not in CONSTANTS
+                and node.id not in names
+            ):
+                raise ExprError(
+                    f"unknown name {node.id!r} in {source!r}; known: {', '.join(sorted(names))}"
+                )
             if isinstance(node, ast.Attribute):
                 if not isinstance(node.value, ast.Name) or node.value.id not in names:
                     raise ExprError(f"attribute access only on {sorted(names)} in {source!r}")
                 allowed = names[node.value.id]
                 if allowed is not None and node.attr not in allowed:
-                    raise ExprError(
-                        f"unknown field {node.value.id}.{node.attr} in {source!r}"
-                    )
+                    raise ExprError(f"unknown field {node.value.id}.{node.attr} in {source!r}")
         self._code = compile(tree, "<spec expression>", "eval")
 
     def __call__(self, **inputs: Any) -> Any:

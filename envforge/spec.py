@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from envforge.errors import SpecError
-from envforge.expr import Expression, ExprError
+from envforge.expr import ExprError, Expression
 
 DTYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64", "uint8", "bool")
 
@@ -185,8 +185,15 @@ class EnvSpec(_Model):
         names = set(self.field_names)
         return Expression(
             source,
-            {"before": names, "after": names, "action": None, "reward": None,
-             "terminated": None, "truncated": None, "obs": None},
+            {
+                "before": names,
+                "after": names,
+                "action": None,
+                "reward": None,
+                "terminated": None,
+                "truncated": None,
+                "obs": None,
+            },
         )
 
     def policy_expression(self, source: str) -> Expression:
@@ -237,7 +244,9 @@ def load_spec(path: str | Path) -> EnvSpec:
             msg = "no such key (check spelling)"
         elif err["type"] == "missing":
             msg = "this key to be present"
-        raise SpecError(p, key, msg, None if err["type"] == "missing" else err.get("input")) from None
+        raise SpecError(
+            p, key, msg, None if err["type"] == "missing" else err.get("input")
+        ) from None
     _check_semantics(p, spec)
     return spec
 
@@ -263,7 +272,9 @@ def _check_semantics(p: Path, spec: EnvSpec) -> None:
         for i, f in enumerate(spec.state):
             if f.attr is None:
                 raise SpecError(p, f"state[{i}].attr", "an attribute mapping for this reference")
-    exprs: list[tuple[str, str, bool]] = [(f"event[{i}].expr", e.expr, False) for i, e in enumerate(spec.event)]
+    exprs: list[tuple[str, str, bool]] = [
+        (f"event[{i}].expr", e.expr, False) for i, e in enumerate(spec.event)
+    ]
     exprs += [(f"policy[{i}].expr", pol.expr, True) for i, pol in enumerate(spec.policy)]
     if spec.termination is not None:
         exprs.append(("termination", spec.termination, False))

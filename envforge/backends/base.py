@@ -104,7 +104,9 @@ def canonicalize(spec: EnvSpec, state: dict, side: str, call: str) -> State:
     for f in spec.state:
         value = np.asarray(state[f.name])
         if value.ndim < 1:
-            raise ContractViolation(side, call, f"field {f.name} is not batched (shape {value.shape})")
+            raise ContractViolation(
+                side, call, f"field {f.name} is not batched (shape {value.shape})"
+            )
         if tuple(value.shape[1:]) != tuple(f.shape):
             raise ContractViolation(
                 side, call, f"field {f.name} has shape {value.shape[1:]}, spec says {f.shape}"
@@ -112,7 +114,9 @@ def canonicalize(spec: EnvSpec, state: dict, side: str, call: str) -> State:
         if batch is None:
             batch = value.shape[0]
         elif value.shape[0] != batch:
-            raise ContractViolation(side, call, f"field {f.name} has batch {value.shape[0]} != {batch}")
+            raise ContractViolation(
+                side, call, f"field {f.name} has batch {value.shape[0]} != {batch}"
+            )
         out[f.name] = value.astype(f.np_dtype, copy=False)
     return out
 
@@ -123,10 +127,16 @@ def check_transition(spec: EnvSpec, tr: Transition, batch: int, side: str) -> Tr
     obs = np.asarray(tr.obs)
     if obs.shape != (batch, *spec.observation.shape):
         raise ContractViolation(
-            side, "step", f"observation shape {obs.shape}, expected {(batch, *spec.observation.shape)}"
+            side,
+            "step",
+            f"observation shape {obs.shape}, expected {(batch, *spec.observation.shape)}",
         )
     out = []
-    for name, value in (("reward", tr.reward), ("terminated", tr.terminated), ("truncated", tr.truncated)):
+    for name, value in (
+        ("reward", tr.reward),
+        ("terminated", tr.terminated),
+        ("truncated", tr.truncated),
+    ):
         arr = np.asarray(value)
         if arr.shape != (batch,):
             raise ContractViolation(side, "step", f"{name} shape {arr.shape}, expected {(batch,)}")

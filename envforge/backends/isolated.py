@@ -48,7 +48,12 @@ def _serve(recipe: Recipe, conn: Connection, log_path: str) -> None:
         os.environ[key] = value
     try:
         driver = build_driver(recipe)
-        conn.send(("ok", {"describe": driver.describe(), "sources": [str(p) for p in driver.source_files()]}))
+        conn.send(
+            (
+                "ok",
+                {"describe": driver.describe(), "sources": [str(p) for p in driver.source_files()]},
+            )
+        )
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
         conn.send(("raise", type(e).__name__, str(e), traceback.format_exc()))
         return
@@ -70,7 +75,9 @@ def _serve(recipe: Recipe, conn: Connection, log_path: str) -> None:
 class IsolatedDriver(Driver):
     """A Driver proxy whose implementation lives in a child process."""
 
-    def __init__(self, recipe: Recipe, timeout_s: float = 120.0, build_timeout_s: float = 600.0) -> None:
+    def __init__(
+        self, recipe: Recipe, timeout_s: float = 120.0, build_timeout_s: float = 600.0
+    ) -> None:
         super().__init__(recipe.spec)
         self.side = recipe.side
         self.recipe = recipe
@@ -79,7 +86,9 @@ class IsolatedDriver(Driver):
         self._conn, child_conn = ctx.Pipe()
         fd, self._log_path = tempfile.mkstemp(prefix=f"envforge-{recipe.side}-", suffix=".log")
         os.close(fd)
-        self._proc = ctx.Process(target=_serve, args=(recipe, child_conn, self._log_path), daemon=True)
+        self._proc = ctx.Process(
+            target=_serve, args=(recipe, child_conn, self._log_path), daemon=True
+        )
         self._proc.start()
         child_conn.close()
         info = self._call_raw("build", build_timeout_s)
@@ -95,7 +104,7 @@ class IsolatedDriver(Driver):
         return text[-limit:]
 
     def _kill(self) -> None:
-        if self._proc.is_alive():
+        if self._proc.is_alive() and self._proc.pid is not None:
             try:
                 os.killpg(self._proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -114,7 +123,10 @@ class IsolatedDriver(Driver):
         if not ready:
             self._kill()
             raise DriverTimeout(
-                self.side, method, f"did not return within {timeout:g} s (killed)", self._stderr_tail()
+                self.side,
+                method,
+                f"did not return within {timeout:g} s (killed)",
+                self._stderr_tail(),
             )
         try:
             reply = self._conn.recv()

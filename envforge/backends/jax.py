@@ -38,7 +38,9 @@ def find_port_module(port: Path, env_name: str) -> Path:
     candidates = [p for p in sorted(port.glob("*.py")) if not p.name.startswith(("test_", "_"))]
     if len(candidates) == 1:
         return candidates[0]
-    raise BadInput(f"{port}: expected {env_name}.py or port.py (found {[p.name for p in candidates]})")
+    raise BadInput(
+        f"{port}: expected {env_name}.py or port.py (found {[p.name for p in candidates]})"
+    )
 
 
 def load_module(path: Path) -> ModuleType:

@@ -43,7 +43,9 @@ def port_kind(port: Path) -> str:
         return "rust"
     if port.suffix == ".py" or (port.is_dir() and any(port.glob("*.py"))):
         return "jax"
-    raise BadInput(f"cannot tell the port's target from {port} (expected a JAX module or a Rust crate)")
+    raise BadInput(
+        f"cannot tell the port's target from {port} (expected a JAX module or a Rust crate)"
+    )
 
 
 def port_recipe(spec: EnvSpec, port: str | Path, strict_float: bool | None = None) -> Recipe:
@@ -53,8 +55,14 @@ def port_recipe(spec: EnvSpec, port: str | Path, strict_float: bool | None = Non
     strict = spec.compare.strict_float if strict_float is None else strict_float
     kind = port_kind(path)
     # strict float: no FMA, which also means CPU (GPUs fuse multiply-adds too)
-    env = {"XLA_FLAGS": STRICT_XLA_FLAGS, "JAX_PLATFORMS": "cpu"} if (strict and kind == "jax") else {}
-    return Recipe(kind=kind, spec=spec, target=str(path.resolve()), side="port", strict_float=strict, env=env)
+    env = (
+        {"XLA_FLAGS": STRICT_XLA_FLAGS, "JAX_PLATFORMS": "cpu"}
+        if (strict and kind == "jax")
+        else {}
+    )
+    return Recipe(
+        kind=kind, spec=spec, target=str(path.resolve()), side="port", strict_float=strict, env=env
+    )
 
 
 def build_driver(recipe: Recipe) -> Driver:

@@ -11,7 +11,9 @@ from rich.table import Table
 from envforge.locate import all_specs, project_roots
 
 
-def list_envs(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+def list_envs(
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
     """List reference environments, their RNG/compare modes and available ports."""
     rows = []
     for toml, spec in all_specs():
@@ -37,7 +39,8 @@ def list_envs(as_json: bool = typer.Option(False, "--json", help="Machine-readab
     for col in ("name", "reference", "rng", "compare", "ports"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["name"], r["reference"], r["rng"], r["compare"], ", ".join(r["ports"]) or "-")
+        shown = ", ".join(r["ports"]) or "-"
+        table.add_row(str(r["name"]), str(r["reference"]), str(r["rng"]), str(r["compare"]), shown)
     Console().print(table)
 
 

@@ -15,18 +15,32 @@ from envforge.verify.runner import parse_levels, verify
 
 def verify_command(
     env: str = typer.Argument(None, help="Env name (references/<env>), or omit and use --ref."),
-    ref: str = typer.Option(None, "--ref", help="Reference: path/to/env.c, gymnasium:<id>, file.py:Class."),
-    port: str = typer.Option(None, "--port", help="Port directory or module (default: generated/<env>/jax)."),
-    spec: str = typer.Option(None, "--spec", help="env.toml to use (default: beside the reference)."),
+    ref: str = typer.Option(
+        None, "--ref", help="Reference: path/to/env.c, gymnasium:<id>, file.py:Class."
+    ),
+    port: str = typer.Option(
+        None, "--port", help="Port directory or module (default: generated/<env>/jax)."
+    ),
+    spec: str = typer.Option(
+        None, "--spec", help="env.toml to use (default: beside the reference)."
+    ),
     target: str = typer.Option("jax", "--target", help="Which default port to pick: jax or rust."),
     levels: str = typer.Option("0-3", "--levels", help="Levels to run, e.g. 0-3, 1,3 or 4."),
-    all_levels: bool = typer.Option(False, "--all-levels", help="Run every level even after a failure."),
+    all_levels: bool = typer.Option(
+        False, "--all-levels", help="Run every level even after a failure."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the verifier's own random choices."),
     scale: float = typer.Option(1.0, "--scale", help="Scale example/episode counts (0.2 = quick)."),
-    strict: bool = typer.Option(None, "--strict/--fast", help="Strict float (no FMA) or fast mode; default from spec."),
+    strict: bool = typer.Option(
+        None, "--strict/--fast", help="Strict float (no FMA) or fast mode; default from spec."
+    ),
     timeout: float = typer.Option(None, "--timeout", help="Seconds one driver call may take."),
-    no_isolate: bool = typer.Option(False, "--no-isolate", help="Run drivers in this process (debugging)."),
-    both_directions: bool = typer.Option(False, "--both-directions", help="L4: also train on the reference."),
+    no_isolate: bool = typer.Option(
+        False, "--no-isolate", help="Run drivers in this process (debugging)."
+    ),
+    both_directions: bool = typer.Option(
+        False, "--both-directions", help="L4: also train on the reference."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Verify a port against its reference, level by level. Exit 0 equivalent, 1 not, 2 bad input."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,7 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype != b.dtype or a.dtype.kind != "f":
         dtype = np.result_type(a, b, np.float32)
         a, b = a.astype(dtype), b.astype(dtype)
-    int_type = {4: np.int32, 8: np.int64, 2: np.int16}[a.dtype.itemsize]
+    int_type: Any = {4: np.int32, 8: np.int64, 2: np.int16}[a.dtype.itemsize]
 
     def ordered(x: np.ndarray) -> np.ndarray:
         i = x.view(int_type).astype(np.int64)
@@ -35,7 +36,7 @@ def values_close(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> np.n
     a = np.asarray(a)
     b = np.asarray(b)
     if a.dtype.kind in "biu" and b.dtype.kind in "biu":
-        return np.asarray(a == b)
+        return np.asarray(a == b, dtype=bool)
     a64 = a.astype(np.float64)
     b64 = b.astype(np.float64)
     both_nan = np.isnan(a64) & np.isnan(b64)
@@ -44,18 +45,23 @@ def values_close(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> np.n
             close = a64 == b64
         else:
             close = np.abs(a64 - b64) <= atol + rtol * np.abs(a64)
-    return np.asarray(close | both_nan)
+    return np.asarray(close | both_nan, dtype=bool)
 
 
 def _per_env(mask: np.ndarray) -> np.ndarray:
     """Reduce an elementwise ``[B, ...]`` mask to ``[B]`` (all elements close)."""
-    return mask.reshape(mask.shape[0], -1).all(axis=1) if mask.ndim > 1 else mask
+    return np.asarray(mask.reshape(mask.shape[0], -1).all(axis=1) if mask.ndim > 1 else mask)
 
 
 def _abs_err(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))
-    err = np.where(np.isnan(err) & ~(np.isnan(np.asarray(a, np.float64)) & np.isnan(np.asarray(b, np.float64))), np.inf, err)
+    err = np.where(
+        np.isnan(err)
+        & ~(np.isnan(np.asarray(a, np.float64)) & np.isnan(np.asarray(b, np.float64))),
+        np.inf,
+        err,
+    )
     err = np.nan_to_num(err, nan=0.0)
     return err.reshape(err.shape[0], -1).max(axis=1) if err.ndim > 1 else err
 
@@ -85,12 +91,13 @@ class Diff:
         return int(idx[0]) if len(idx) else None
 
 
-def compare_states(spec: EnvSpec, ref: State, port: State) -> Diff:
+def compare_states(spec: EnvSpec, ref: State, port: State, exact: bool = False) -> Diff:
+    """Field-wise comparison of two canonical states (``exact`` ignores the spec tolerances)."""
     ok: dict[str, np.ndarray] = {}
     abs_err: dict[str, np.ndarray] = {}
     ulp: dict[str, np.ndarray] = {}
     for f in spec.state:
-        atol, rtol = spec.tolerance(f.name)
+        atol, rtol = (0.0, 0.0) if exact else spec.tolerance(f.name)
         a, b = ref[f.name], port[f.name]
         ok[f.name] = _per_env(values_close(a, b, atol, rtol))
         abs_err[f.name] = _abs_err(a, b)
@@ -146,7 +153,14 @@ def _excuse_threshold_flags(
     common = {"action": actions, "truncated": ref.truncated}
 
     def predicate(tr: Transition) -> np.ndarray:
-        value = expr(before=before, after=tr.state, reward=tr.reward, terminated=tr.terminated, obs=tr.obs, **common)
+        value = expr(
+            before=before,
+            after=tr.state,
+            reward=tr.reward,
+            terminated=tr.terminated,
+            obs=tr.obs,
+            **common,
+        )
         return np.broadcast_to(np.asarray(value, dtype=bool), flipped.shape)
 
     consistent = (predicate(ref) == ref.terminated) & (predicate(port) == port.terminated)

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, take_state
+from envforge.spec import EnvSpec
 from envforge.verify.compare import Diff
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.localize import locate
-from envforge.spec import EnvSpec
 
 
 @dataclass

@@ -75,7 +75,9 @@ def assignments(path: Path, names: tuple[str, ...], limit: int = 8) -> list[Sour
     return found
 
 
-def locate(spec: EnvSpec, keys: list[str], files: list[Path], limit: int = 8) -> list[SourceLocation]:
+def locate(
+    spec: EnvSpec, keys: list[str], files: list[Path], limit: int = 8
+) -> list[SourceLocation]:
     """All assignments of the given canonical fields / transition keys across ``files``."""
     out: list[SourceLocation] = []
     for key in keys:

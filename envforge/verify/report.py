@@ -92,10 +92,18 @@ class Report:
         table = Table(title=f"envforge verify {self.env}: {self.port} vs {self.reference}")
         for col in ("level", "status", "time", "summary"):
             table.add_column(col)
-        colors = {"pass": "green", "fail": "red", "error": "red", "inconclusive": "yellow", "skipped": "dim"}
+        colors = {
+            "pass": "green",
+            "fail": "red",
+            "error": "red",
+            "inconclusive": "yellow",
+            "skipped": "dim",
+        }
         for lv in self.levels:
             c = colors.get(lv.status, "white")
-            table.add_row(f"L{lv.level} {lv.name}", f"[{c}]{lv.status}[/]", f"{lv.wall_s:.1f}s", lv.summary)
+            table.add_row(
+                f"L{lv.level} {lv.name}", f"[{c}]{lv.status}[/]", f"{lv.wall_s:.1f}s", lv.summary
+            )
         console.print(table)
         for lv in self.levels:
             for finding in lv.findings[:max_findings]:

@@ -50,6 +50,8 @@ def failure_finding(level: int, exc: DriverFailure) -> Finding:
         check=exc.check,
         message=str(exc),
         detail=exc.detail[-2000:],
+        state_before=exc.state_before,
+        actions=exc.actions,
         extra={"side": exc.side, "call": exc.call},
     )
 
@@ -116,7 +118,9 @@ def verify(
             except DriverFailure as exc:
                 pair.drop(exc.side)
                 status = "fail" if exc.check == "contract" else "error"
-                result = LevelResult(level, status, f"{exc.side} failed: {exc}", [failure_finding(level, exc)])
+                result = LevelResult(
+                    level, status, f"{exc.side} failed: {exc}", [failure_finding(level, exc)]
+                )
             result.wall_s = time.perf_counter() - start
             report.levels.append(result)
             if result.status != "pass" and not options.all_levels:

@@ -11,6 +11,7 @@ Single-env, pure functions; the envforge JAX backend vmaps and jits them.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -131,7 +132,9 @@ def frame(state: EnvState, action: jax.Array) -> tuple[EnvState, jax.Array, jax.
     # walls: reflect the overshoot
     below = ball_y < f32(0.0)
     above = ~below & (ball_y > HEIGHT - BALL)
-    ball_y = jnp.where(below, -ball_y, jnp.where(above, f32(2.0) * (HEIGHT - BALL) - ball_y, ball_y))
+    ball_y = jnp.where(
+        below, -ball_y, jnp.where(above, f32(2.0) * (HEIGHT - BALL) - ball_y, ball_y)
+    )
     ball_vy = jnp.where(below | above, -ball_vy, ball_vy)
 
     # paddles: only a ball moving towards a paddle and overlapping it bounces
@@ -186,7 +189,7 @@ def step(
     # a point ends the agent step early: later frames of the skip are not simulated
     for _ in range(FRAMESKIP):
         after, reward, scored = frame(state, action)
-        state = jax.tree_util.tree_map(lambda a, s: jnp.where(point, s, a), after, state)
+        state = jax.tree_util.tree_map(partial(jnp.where, point), state, after)
         total = jnp.where(point, total, total + reward)
         point = point | scored
     state = state._replace(tick=state.tick + 1)

@@ -1,0 +1,197 @@
+"""Level 0 — contract: does each side build and honour the Driver API?
+
+Checks names, shapes and dtypes of states, observations, rewards and flags; reset states inside
+the spec's ranges; observations inside the declared bounds along short random rollouts;
+determinism (same input, same output); batch independence (a state stepped alone or inside a
+batch gives the same result, which is what vmap must preserve); and observe() agreeing with
+the observation a step returns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from envforge.backends.base import (
+    Driver,
+    State,
+    Transition,
+    canonicalize,
+    check_transition,
+    take_state,
+)
+from envforge.errors import ContractViolation
+from envforge.verify.compare import compare_states, values_close
+from envforge.verify.context import VerifyContext
+from envforge.verify.findings import Finding, to_jsonable
+from envforge.verify.policies import random_actions
+from envforge.verify.report import LevelResult
+
+ROLLOUT_STEPS = 64
+BATCH = 16
+
+
+def _range_violations(ctx: VerifyContext, state: State) -> list[tuple[str, int]]:
+    """(field, env index) pairs whose value lies outside the spec's declared range."""
+    out = []
+    for f in ctx.spec.state:
+        v = state[f.name].astype(np.float64)
+        bad: np.ndarray = np.zeros(v.shape, dtype=bool)
+        if f.low is not None:
+            bad |= v < f.low
+        if f.high is not None:
+            bad |= v > f.high
+        rows = np.flatnonzero(bad.reshape(len(v), -1).any(axis=1))
+        if len(rows):
+            out.append((f.name, int(rows[0])))
+    return out
+
+
+def _obs_out_of_bounds(ctx: VerifyContext, obs: np.ndarray) -> int | None:
+    low, high = ctx.spec.observation.bounds()
+    bad = ~np.isfinite(obs) | (obs < low) | (obs > high)
+    rows = np.flatnonzero(bad.reshape(len(obs), -1).any(axis=1))
+    return int(rows[0]) if len(rows) else None
+
+
+class _Checker:
+    """Runs the API checks on one driver; collects findings instead of stopping at the first."""
+
+    def __init__(self, ctx: VerifyContext, driver: Driver) -> None:
+        self.ctx = ctx
+        self.driver = driver
+        self.side = driver.side
+        self.findings: list[Finding] = []
+
+    def fail(self, check: str, message: str, **kw: object) -> None:
+        keys = list(kw.pop("fields", []))  # type: ignore[call-overload]
+        ref_lines, port_lines = self.ctx.localize(keys) if keys else ([], [])
+        self.findings.append(
+            Finding(
+                level=0,
+                check=f"contract.{check}",
+                message=f"{self.side}: {message}",
+                fields=keys,
+                reference_lines=ref_lines,
+                port_lines=port_lines,
+                **kw,  # type: ignore[arg-type]
+            )
+        )
+
+    def reset(self, seeds: np.ndarray) -> State:
+        return canonicalize(self.ctx.spec, self.driver.reset(seeds), self.side, "reset")
+
+    def step(self, state: State, actions: np.ndarray) -> Transition:
+        return check_transition(
+            self.ctx.spec, self.driver.step(state, actions), len(actions), self.side
+        )
+
+    def run(self) -> None:
+        spec = self.ctx.spec
+        seeds = np.arange(BATCH, dtype=np.uint32) + np.uint32(self.ctx.options.seed * 1000)
+        state = self.reset(seeds)
+        for name, i in _range_violations(self.ctx, state):
+            self.fail(
+                "reset_range",
+                f"reset state field {name} outside the spec range",
+                fields=[name],
+                seed=int(seeds[i]),
+                actual={name: to_jsonable(state[name][i])},
+            )
+        again = self.reset(seeds)
+        diff = compare_states(spec, state, again, exact=True)
+        if diff.mismatch.any():
+            i = int(np.flatnonzero(diff.mismatch)[0])
+            self.fail(
+                "determinism",
+                "reset with the same seed gave different states",
+                fields=diff.keys_at(i),
+                seed=int(seeds[i]),
+            )
+        obs = np.asarray(self.driver.observe(state))
+        if obs.shape != (BATCH, *spec.observation.shape):
+            raise ContractViolation(
+                self.side,
+                "observe",
+                f"observation shape {obs.shape}, expected {(BATCH, *spec.observation.shape)}",
+            )
+
+        rng = self.ctx.rng(0)
+        actions_seen: list[np.ndarray] = []
+        alive = np.ones(BATCH, dtype=bool)
+        for t in range(ROLLOUT_STEPS):
+            actions = random_actions(spec, rng, BATCH)
+            actions_seen.append(actions)
+            tr = self.step(state, actions)
+            if t == 0:
+                self._determinism_and_batching(state, actions, tr)
+            bad = _obs_out_of_bounds(self.ctx, tr.obs[alive]) if alive.any() else None
+            if bad is not None:
+                i = int(np.flatnonzero(alive)[bad])
+                self.fail(
+                    "obs_bounds",
+                    "observation outside the declared bounds",
+                    fields=["obs"],
+                    seed=int(seeds[i]),
+                    step=t,
+                    actions=[a[i] for a in actions_seen],
+                    actual={"obs": to_jsonable(tr.obs[i])},
+                )
+                break
+            alive &= ~(tr.terminated | tr.truncated)
+            if not alive.any():
+                break
+            state = tr.state
+
+    def _determinism_and_batching(self, state: State, actions: np.ndarray, tr: Transition) -> None:
+        again = self.step(state, actions)
+        single = self.step(take_state(state, slice(0, 1)), actions[:1])
+        for label, other, n in (("determinism", again, BATCH), ("batch_independence", single, 1)):
+            for key in [*self.ctx.spec.field_names, "obs", "reward", "terminated", "truncated"]:
+                a = tr.state[key][:n] if key in tr.state else getattr(tr, key)[:n]
+                b = other.state[key] if key in other.state else getattr(other, key)
+                if not values_close(a, b, 0.0, 0.0).all():
+                    what = (
+                        "the same step twice differs"
+                        if label == "determinism"
+                        else "env 0 stepped alone differs from env 0 in a batch"
+                    )
+                    self.fail(
+                        label,
+                        f"{what} (field {key})",
+                        fields=[key],
+                        state_before=to_jsonable({k: v[0] for k, v in state.items()}),
+                    )
+                    break
+        observed = np.asarray(self.driver.observe(tr.state))
+        if not values_close(tr.obs, observed, 0.0, 0.0).all():
+            self.fail(
+                "observe_consistency",
+                "observe(next_state) differs from the observation step returned",
+                fields=["obs"],
+            )
+
+
+def run(ctx: VerifyContext) -> LevelResult:
+    findings: list[Finding] = []
+    for driver in (ctx.ref, ctx.port):
+        checker = _Checker(ctx, driver)
+        try:
+            checker.run()
+        except ContractViolation as e:
+            checker.fail(e.call, str(e))
+        if driver.side == "reference" and checker.findings:
+            return LevelResult(
+                0,
+                "error",
+                "the reference breaks the contract (spec or reference is wrong)",
+                checker.findings,
+            )
+        findings.extend(checker.findings)
+    if findings:
+        return LevelResult(0, "fail", f"{len(findings)} contract violation(s)", findings)
+    return LevelResult(
+        0,
+        "pass",
+        "API, shapes, dtypes, bounds, determinism, batching ok",
+        stats={"batch": BATCH, "rollout_steps": ROLLOUT_STEPS},
+    )

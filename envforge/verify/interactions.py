@@ -1,0 +1,230 @@
+"""Level 2 — interactions: do event orders and episode boundaries agree over whole programs?
+
+A hypothesis state machine drives both drivers with the same rules: resets with drawn seeds,
+single steps, long runs of one action, and short action sequences. After every rule the
+invariant compares canonical state, reward and flags. Stepping a finished episode is not a
+rule (episode boundaries are the verifier's): after ``terminated``/``truncated`` only a reset
+may follow. In exact mode both sides run free; in tolerance mode the port is re-synced to the
+reference after each compared step so float drift does not accumulate. A failure shrinks to a
+minimal program, which goes into the Finding.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from envforge.backends.base import State, Transition
+from envforge.errors import DriverFailure
+from envforge.verify.compare import Diff, compare_states, compare_transitions
+from envforge.verify.context import VerifyContext
+from envforge.verify.findings import Finding, to_jsonable
+from envforge.verify.report import LevelResult
+from envforge.verify.strategies import action_strategy, stack_actions
+
+SEEDS = st.integers(0, 2**32 - 1)
+
+
+class _Divergence(AssertionError):
+    pass
+
+
+@dataclass
+class _Record:
+    """What the last failing program did; the final (shrunk) replay overwrites earlier ones."""
+
+    finding: Finding | None = None
+    driver_error: DriverFailure | None = None
+    steps: int = 0
+    seconds: float = 0.0
+    programs: int = 0
+    events: dict[str, int] = field(default_factory=dict)
+
+
+def make_machine(ctx: VerifyContext, record: _Record) -> type[RuleBasedStateMachine]:
+    spec = ctx.spec
+    actions = action_strategy(spec)
+    exact = spec.compare.mode == "exact"
+
+    class Interactions(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.program: list[str] = []
+            self.seed = 0
+            self.history: list[Any] = []
+            self.ref_state: State = {}
+            self.port_state: State = {}
+            self.done = True
+            record.programs += 1
+
+        # ---- helpers ----------------------------------------------------------------------
+        def _guard(self, fn: Any, *args: Any) -> Any:
+            if record.driver_error is not None:
+                raise _Divergence("driver already failed")
+            try:
+                return fn(*args)
+            except DriverFailure as e:
+                e.actions = list(self.history)
+                e.state_before = (
+                    to_jsonable({k: v[0] for k, v in self.ref_state.items()})
+                    if self.ref_state
+                    else None
+                )
+                record.driver_error = e
+                raise _Divergence(str(e)) from None
+
+        def _fail(
+            self,
+            check: str,
+            message: str,
+            diff: Diff,
+            ref: Transition,
+            port: Transition,
+            before: State | None,
+        ) -> None:
+            finding = ctx.finding_from_diff(
+                2,
+                check,
+                message,
+                diff,
+                0,
+                ref,
+                port,
+                before,
+                seed=self.seed,
+                step=len(self.history),
+                actions=list(self.history),
+            )
+            finding.detail = "shrunk program:\n" + "\n".join(self.program)
+            record.finding = finding
+            raise _Divergence(finding.message)
+
+        def _reset(self, seed: int) -> None:
+            self.program.append(f"reset(seed={seed})")
+            self.seed, self.history, self.done = seed, [], False
+            seeds = np.array([seed], dtype=np.uint32)
+            ref = self._guard(ctx.ref.reset, seeds)
+            if spec.rng.mode == "sync":
+                self.ref_state, self.port_state = ref, ref  # inject the reference's reset state
+                return
+            port = self._guard(ctx.port.reset, seeds)
+            diff = compare_states(spec, ref, port)
+            if diff.mismatch.any():
+                empty = np.zeros(1)
+                tr_ref = Transition(
+                    ref,
+                    np.zeros((1, *spec.observation.shape)),
+                    empty,
+                    empty.astype(bool),
+                    empty.astype(bool),
+                )
+                tr_port = Transition(port, tr_ref.obs, empty, tr_ref.terminated, tr_ref.truncated)
+                self._fail(
+                    "reset.mismatch", "reset(seed) differs in {fields}", diff, tr_ref, tr_port, None
+                )
+            self.ref_state, self.port_state = ref, port
+
+        def _step(self, action: Any) -> None:
+            act = stack_actions(spec, [action])
+            self.history.append(to_jsonable(act[0]))
+            start = time.perf_counter()
+            ref = self._guard(ctx.ref.step, self.ref_state, act)
+            port = self._guard(ctx.port.step, self.port_state, act)
+            record.seconds += time.perf_counter() - start
+            record.steps += 1
+            diff = compare_transitions(spec, ref, port, self.ref_state, act)
+            if diff.mismatch.any():
+                self._fail(
+                    "sequence.mismatch",
+                    "after this program the sides differ in {fields}",
+                    diff,
+                    ref,
+                    port,
+                    self.ref_state,
+                )
+            self.ref_state = ref.state
+            self.port_state = port.state if exact else ref.state  # re-sync in tolerance mode
+            self.done = bool(ref.terminated[0] or ref.truncated[0])
+
+        # ---- rules --------------------------------------------------------------------------
+        @initialize(seed=SEEDS)
+        def start(self, seed: int) -> None:
+            self._reset(seed)
+
+        @rule(seed=SEEDS)
+        def reset(self, seed: int) -> None:
+            self._reset(seed)
+
+        @precondition(lambda self: not self.done)
+        @rule(action=actions)
+        def step(self, action: Any) -> None:
+            self.program.append(f"step({to_jsonable(action)})")
+            self._step(action)
+
+        @precondition(lambda self: not self.done)
+        @rule(action=actions, n=st.integers(2, 200))
+        def run(self, action: Any, n: int) -> None:
+            self.program.append(f"run({to_jsonable(action)}, n={n})")
+            for _ in range(n):
+                if self.done:
+                    break
+                self._step(action)
+
+        @precondition(lambda self: not self.done)
+        @rule(sequence=st.lists(actions, min_size=2, max_size=40))
+        def sequence(self, sequence: list[Any]) -> None:
+            self.program.append(f"sequence({[to_jsonable(a) for a in sequence]})")
+            for action in sequence:
+                if self.done:
+                    break
+                self._step(action)
+
+    return Interactions
+
+
+def run(ctx: VerifyContext) -> LevelResult:
+    record = _Record()
+    machine = make_machine(ctx, record)
+    config = settings(
+        max_examples=ctx.count(ctx.spec.verify.l2_examples, 5),
+        stateful_step_count=ctx.spec.verify.l2_steps,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate, Phase.shrink],
+        print_blob=False,
+        report_multiple_bugs=False,
+    )
+    try:
+        run_state_machine_as_test(machine, settings=config)
+    except _Divergence:
+        pass
+    except Exception:  # Flaky after a driver died mid-shrink: report the driver failure
+        if record.driver_error is None:
+            raise
+    if record.driver_error is not None:
+        raise record.driver_error
+    stats = {
+        "programs": record.programs,
+        "steps": record.steps,
+        "steps_per_second": round(2 * record.steps / record.seconds) if record.seconds else None,
+        "mode": "free-running" if ctx.spec.compare.mode == "exact" else "re-synced each step",
+    }
+    if record.finding is not None:
+        return LevelResult(2, "fail", record.finding.message, [record.finding], stats)
+    return LevelResult(
+        2, "pass", f"{record.programs} programs, {record.steps} steps agree", stats=stats
+    )

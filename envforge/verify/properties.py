@@ -1,0 +1,290 @@
+"""Level 1 — properties: is each transition right from any valid state, and each reset right?
+
+* Resets: in ``replicate`` mode the port must produce the reference's state for every seed; in
+  ``sync`` mode each field's reset distribution is compared with a two-sample KS test.
+* Steps: hypothesis draws batches of canonical states (spec ranges, boundaries included) and
+  actions; both sides take one step from the same state; every field, the observation, reward
+  and flags are compared. Hypothesis shrinks a failing batch to one minimal state. A seeded
+  batched sweep then covers many more states cheaply.
+* Stochastic steps (``sync`` mode with ``stochastic_step``): many samples from one state on
+  each side, compared field by field with KS tests.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from envforge.backends.base import State, Transition, repeat_state, take_state
+from envforge.errors import DriverFailure
+from envforge.verify.compare import Diff, compare_states, compare_transitions
+from envforge.verify.context import VerifyContext
+from envforge.verify.findings import Finding, to_jsonable
+from envforge.verify.report import LevelResult
+from envforge.verify.strategies import (
+    action_strategy,
+    sample_states,
+    stack_actions,
+    stack_states,
+    state_strategy,
+)
+
+
+@dataclass
+class _Failure:
+    state: State
+    actions: np.ndarray
+    ref: Transition
+    port: Transition
+    diff: Diff
+
+
+@dataclass
+class _Counter:
+    transitions: int = 0
+    excused: int = 0
+    seconds: float = 0.0
+    failures: list[_Failure] = field(default_factory=list)
+
+
+def _step_both(
+    ctx: VerifyContext, state: State, actions: np.ndarray, counter: _Counter
+) -> _Failure | None:
+    start = time.perf_counter()
+    ref = ctx.ref.step(state, actions)
+    port = ctx.port.step(state, actions)
+    counter.seconds += time.perf_counter() - start
+    counter.transitions += len(actions)
+    diff = compare_transitions(ctx.spec, ref, port, state, actions)
+    counter.excused += int(diff.excused.sum())
+    if diff.mismatch.any():
+        return _Failure(state, actions, ref, port, diff)
+    return None
+
+
+def _step_finding(ctx: VerifyContext, failure: _Failure, how: str) -> Finding:
+    i = failure.diff.first()
+    assert i is not None
+    return ctx.finding_from_diff(
+        1,
+        "step.mismatch",
+        "one step from the same state differs in {fields} (" + how + ")",
+        failure.diff,
+        i,
+        failure.ref,
+        failure.port,
+        failure.state,
+        step=0,
+        actions=[to_jsonable(failure.actions[i])],
+    )
+
+
+def check_steps_hypothesis(ctx: VerifyContext, counter: _Counter) -> Finding | None:
+    spec = ctx.spec
+    batch = st.lists(
+        st.tuples(state_strategy(spec), action_strategy(spec)),
+        min_size=1,
+        max_size=spec.verify.l1_batch,
+    )
+    driver_error: list[DriverFailure] = []
+
+    @seed(ctx.options.seed)
+    @settings(
+        max_examples=ctx.count(spec.verify.l1_examples, 10),
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate, Phase.shrink],
+        print_blob=False,
+        report_multiple_bugs=False,
+    )
+    @given(batch)
+    def one_step(rows: list[tuple[dict[str, Any], Any]]) -> None:
+        if driver_error:
+            return  # a dead driver cannot be shrunk against; the error is reported below
+        state = stack_states(spec, [r[0] for r in rows])
+        actions = stack_actions(spec, [r[1] for r in rows])
+        try:
+            failure = _step_both(ctx, state, actions, counter)
+        except DriverFailure as e:
+            # the runner turns this into the level's error finding, with the batch that did it
+            e.state_before = to_jsonable(take_state(state, 0))
+            e.actions = [to_jsonable(actions[0])]
+            driver_error.append(e)
+            return
+        if failure is not None:
+            counter.failures.append(failure)
+            raise AssertionError("step mismatch")
+
+    try:
+        one_step()
+    except AssertionError:
+        pass
+    except Exception:  # hypothesis' Flaky etc. after a driver died mid-shrink
+        if not driver_error:
+            raise
+    if driver_error:
+        raise driver_error[0]
+    if counter.failures:
+        return _step_finding(ctx, counter.failures[-1], "shrunk by hypothesis")
+    return None
+
+
+def check_steps_sweep(ctx: VerifyContext, counter: _Counter) -> Finding | None:
+    spec = ctx.spec
+    rng = ctx.rng(11)
+    n = ctx.count(spec.verify.l1_sweep, 64)
+    for start in range(0, n, 1024):
+        m = min(1024, n - start)
+        state = sample_states(spec, rng, m)
+        from envforge.verify.policies import random_actions
+
+        failure = _step_both(ctx, state, random_actions(spec, rng, m), counter)
+        if failure is not None:
+            return _step_finding(ctx, failure, "batched sweep")
+    return None
+
+
+def check_reset(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any]]:
+    spec = ctx.spec
+    n = ctx.count(spec.verify.reset_samples, 200)
+    seeds = (np.arange(n, dtype=np.uint64) * 7919 + ctx.options.seed * 104729).astype(np.uint32)
+    ref = ctx.ref.reset(seeds)
+    port = ctx.port.reset(seeds)
+    if spec.rng.mode == "replicate":
+        diff = compare_states(spec, ref, port)
+        i = diff.first()
+        if i is None:
+            return None, {"reset_seeds": n, "reset_test": "exact"}
+        keys = diff.keys_at(i)
+        ref_lines, port_lines = ctx.localize(keys)
+        return Finding(
+            level=1,
+            check="reset.mismatch",
+            message=f"reset(seed={int(seeds[i])}) differs in {', '.join(keys)}",
+            fields=keys,
+            seed=int(seeds[i]),
+            step=0,
+            expected=to_jsonable({k: ref[k][i] for k in keys}),
+            actual=to_jsonable({k: port[k][i] for k in keys}),
+            error={k: float(diff.abs_err[k][i]) for k in keys},
+            reference_lines=ref_lines,
+            port_lines=port_lines,
+        ), {"reset_seeds": n}
+    return _distribution_finding(
+        ctx, ref, port, "reset.distribution", "reset distribution of {f} differs"
+    ), {"reset_seeds": n, "reset_test": "ks_2samp"}
+
+
+def _distribution_finding(
+    ctx: VerifyContext, ref: State, port: State, check: str, message: str
+) -> Finding | None:
+    """Per-field two-sample tests (Bonferroni over fields); the smallest p-value below alpha wins."""
+    spec = ctx.spec
+    alpha = spec.verify.alpha / max(1, len(spec.state))
+    worst: tuple[float, str, float] | None = None
+    for f in spec.state:
+        a = ref[f.name].reshape(len(ref[f.name]), -1).astype(np.float64)
+        b = port[f.name].reshape(len(port[f.name]), -1).astype(np.float64)
+        for j in range(a.shape[1]):
+            if (
+                np.array_equal(np.unique(a[:, j]), np.unique(b[:, j]))
+                and len(np.unique(a[:, j])) == 1
+            ):
+                continue
+            if f.np_dtype.kind == "f" and spec.compare.mode == "tolerance":
+                atol, _ = spec.tolerance(f.name)
+                scale = max(np.ptp(a[:, j]), np.ptp(b[:, j]))
+                if scale <= atol:  # both are a constant within tolerance
+                    continue
+            res = stats.ks_2samp(a[:, j], b[:, j])
+            p = float(res.pvalue)
+            if p < alpha and (worst is None or p < worst[0]):
+                worst = (p, f.name, float(res.statistic))
+    if worst is None:
+        return None
+    p, name, d = worst
+    ref_lines, port_lines = ctx.localize([name])
+    a, b = ref[name].astype(np.float64), port[name].astype(np.float64)
+
+    def summary(x: np.ndarray) -> dict[str, float]:
+        return {
+            "mean": float(x.mean()),
+            "std": float(x.std()),
+            "min": float(x.min()),
+            "max": float(x.max()),
+        }
+
+    return Finding(
+        level=1,
+        check=check,
+        message=message.format(f=name) + f" (KS D={d:.3f}, p={p:.2e})",
+        fields=[name],
+        expected={name: summary(a)},
+        actual={name: summary(b)},
+        error={name: d, "p_value": p},
+        reference_lines=ref_lines,
+        port_lines=port_lines,
+    )
+
+
+def check_stochastic_steps(ctx: VerifyContext) -> Finding | None:
+    """Sync mode with random steps: compare next-state distributions from the same states."""
+    spec = ctx.spec
+    rng = ctx.rng(13)
+    samples = ctx.count(1000, 200)
+    starts = sample_states(spec, rng, 4)
+    from envforge.verify.policies import random_actions
+
+    for i in range(4):
+        state = repeat_state(take_state(starts, slice(i, i + 1)), samples)
+        action = np.repeat(random_actions(spec, rng, 1), samples, axis=0)
+        ref = ctx.ref.step(state, action)
+        port = ctx.port.step(state, action)
+        finding = _distribution_finding(
+            ctx,
+            ref.state,
+            port.state,
+            "step.distribution",
+            "next-state distribution of {f} differs",
+        )
+        if finding is not None:
+            finding.state_before = to_jsonable({k: v[0] for k, v in state.items()})
+            finding.actions = [to_jsonable(action[0])]
+            return finding
+    return None
+
+
+def run(ctx: VerifyContext) -> LevelResult:
+    counter = _Counter()
+    reset_finding, stats_out = check_reset(ctx)
+    if reset_finding is not None:
+        return LevelResult(1, "fail", reset_finding.message, [reset_finding], stats_out)
+    if ctx.spec.rng.mode == "sync" and ctx.spec.rng.stochastic_step:
+        finding = check_stochastic_steps(ctx)
+        if finding is not None:
+            return LevelResult(1, "fail", finding.message, [finding], stats_out)
+        stats_out["step_test"] = "ks_2samp"
+    else:
+        finding = check_steps_hypothesis(ctx, counter) or check_steps_sweep(ctx, counter)
+        stats_out.update(
+            transitions=counter.transitions,
+            threshold_flag_flips_excused=counter.excused,
+            steps_per_second=round(2 * counter.transitions / counter.seconds)
+            if counter.seconds
+            else None,
+        )
+        if finding is not None:
+            return LevelResult(1, "fail", finding.message, [finding], stats_out)
+    return LevelResult(
+        1,
+        "pass",
+        f"{counter.transitions} single-step transitions and resets agree",
+        stats=stats_out,
+    )

@@ -1,0 +1,295 @@
+"""Level 3 — rollouts: do whole episodes match, under several policies?
+
+For each policy (uniform random, sticky random, and the spec's scripted policies, which reach
+the rare events) a batch of episodes runs to its end on both sides with the same actions.
+
+* exact mode: free-running. Each side steps its own state; the first mismatch is a Finding
+  with the episode's seed, the step, the full action history and the state before.
+* tolerance mode: re-synced per step (the port steps from the reference's state, compared
+  within tolerance), plus free-running port episodes whose return and length distributions
+  are compared with the reference's (two-sample KS), since chaotic dynamics amplify drift.
+
+Per field, the largest error seen is reported, and per named event how often it happened on
+each side (event coverage): an event that happens at different rates is itself a finding.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from envforge.backends.base import Driver, State, take_state
+from envforge.verify.compare import compare_states, compare_transitions
+from envforge.verify.context import VerifyContext
+from envforge.verify.findings import Finding, to_jsonable
+from envforge.verify.policies import Policy, rollout_policies
+from envforge.verify.report import LevelResult
+
+
+@dataclass
+class _Tally:
+    steps: int = 0
+    seconds: float = 0.0
+    max_error: dict[str, float] = field(default_factory=dict)
+    max_ulp: dict[str, float] = field(default_factory=dict)
+    events: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+
+    def errors(self, diff: Any) -> None:
+        for key, err in diff.abs_err.items():
+            if len(err):
+                self.max_error[key] = max(self.max_error.get(key, 0.0), float(np.max(err)))
+        for key, ulp in diff.ulp.items():
+            if len(ulp):
+                self.max_ulp[key] = max(self.max_ulp.get(key, 0.0), float(np.max(ulp)))
+
+
+def _count_events(
+    ctx: VerifyContext,
+    tally: _Tally,
+    policy: str,
+    side: int,
+    before: State,
+    tr: Any,
+    actions: np.ndarray,
+) -> None:
+    per_policy = tally.events.setdefault(policy, {})
+    for event in ctx.spec.event:
+        hit = ctx.spec.expression(event.expr)(
+            before=before,
+            after=tr.state,
+            action=actions,
+            reward=tr.reward,
+            terminated=tr.terminated,
+            truncated=tr.truncated,
+            obs=tr.obs,
+        )
+        counts = per_policy.setdefault(event.name, [0, 0])
+        counts[side] += int(np.count_nonzero(np.broadcast_to(hit, tr.reward.shape)))
+
+
+def _start(ctx: VerifyContext, seeds: np.ndarray) -> tuple[State, State, Finding | None]:
+    ref = ctx.ref.reset(seeds)
+    if ctx.spec.rng.mode == "sync":
+        return ref, ref, None
+    port = ctx.port.reset(seeds)
+    diff = compare_states(ctx.spec, ref, port)
+    i = diff.first()
+    if i is None:
+        return ref, port, None
+    keys = diff.keys_at(i)
+    ref_lines, port_lines = ctx.localize(keys)
+    return (
+        ref,
+        port,
+        Finding(
+            level=3,
+            check="reset.mismatch",
+            message=f"episode reset(seed={int(seeds[i])}) differs in {', '.join(keys)}",
+            fields=keys,
+            seed=int(seeds[i]),
+            step=0,
+            expected=to_jsonable({k: ref[k][i] for k in keys}),
+            actual=to_jsonable({k: port[k][i] for k in keys}),
+            reference_lines=ref_lines,
+            port_lines=port_lines,
+        ),
+    )
+
+
+def compared_episodes(
+    ctx: VerifyContext, policy: Policy, seeds: np.ndarray, tally: _Tally
+) -> tuple[Finding | None, np.ndarray, np.ndarray]:
+    """Run episodes on both sides with the same actions; return (finding, ref returns, ref lengths)."""
+    spec = ctx.spec
+    exact = spec.compare.mode == "exact"
+    n = len(seeds)
+    ref_state, port_state, finding = _start(ctx, seeds)
+    if finding is not None:
+        return finding, np.zeros(0), np.zeros(0)
+    history: list[np.ndarray] = []
+    active = np.arange(n)  # env ids still running
+    returns = np.zeros(n)
+    lengths = np.zeros(n, dtype=np.int64)
+    obs = ctx.ref.observe(ref_state)
+    policy.reset(n)
+    max_steps = spec.verify.l3_max_steps or spec.episode_cap + 1
+    for t in range(max_steps):
+        full = np.zeros((n, *spec.action.shape), dtype=spec.action.dtype)
+        acts = policy.act(obs, np.full(len(active), t))
+        full[active] = acts
+        history.append(full)
+        start = time.perf_counter()
+        ref = ctx.ref.step(ref_state, acts)
+        port = ctx.port.step(port_state if exact else ref_state, acts)
+        tally.seconds += time.perf_counter() - start
+        tally.steps += len(active)
+        diff = compare_transitions(spec, ref, port, ref_state, acts)
+        tally.errors(diff)
+        _count_events(ctx, tally, policy.name, 0, ref_state, ref, acts)
+        _count_events(ctx, tally, policy.name, 1, port_state if exact else ref_state, port, acts)
+        i = diff.first()
+        if i is not None:
+            env = int(active[i])
+            actions = [to_jsonable(h[env]) for h in history]
+            how = "free-running" if exact else "re-synced, one step from the reference state"
+            return (
+                ctx.finding_from_diff(
+                    3,
+                    "rollout.mismatch",
+                    f"policy {policy.name}: episode diverges in {{fields}} at step {t} ({how})",
+                    diff,
+                    i,
+                    ref,
+                    port,
+                    ref_state,
+                    seed=int(seeds[env]),
+                    step=t,
+                    actions=actions,
+                    extra={"policy": policy.name},
+                ),
+                returns,
+                lengths,
+            )
+        returns[active] += ref.reward
+        lengths[active] += 1
+        keep = ~(ref.terminated | ref.truncated)
+        active = active[keep]
+        if not len(active):
+            break
+        ref_state = take_state(ref.state, keep)
+        port_state = take_state(port.state if exact else ref.state, keep)
+        obs = ref.obs[keep]
+    return None, returns, lengths
+
+
+def free_port_episodes(
+    ctx: VerifyContext, policy: Policy, seeds: np.ndarray, tally: _Tally
+) -> tuple[np.ndarray, np.ndarray]:
+    """Free-running port episodes from the reference's reset states (sync) or seeds."""
+    spec = ctx.spec
+    n = len(seeds)
+    state = ctx.ref.reset(seeds) if spec.rng.mode == "sync" else ctx.port.reset(seeds)
+    driver: Driver = ctx.port
+    obs = driver.observe(state)
+    active = np.arange(n)
+    returns = np.zeros(n)
+    lengths = np.zeros(n, dtype=np.int64)
+    policy.reset(n)
+    for t in range(spec.verify.l3_max_steps or spec.episode_cap + 1):
+        acts = policy.act(obs, np.full(len(active), t))
+        start = time.perf_counter()
+        tr = driver.step(state, acts)
+        tally.seconds += time.perf_counter() - start
+        tally.steps += len(active)
+        returns[active] += tr.reward
+        lengths[active] += 1
+        keep = ~(tr.terminated | tr.truncated)
+        active = active[keep]
+        if not len(active):
+            break
+        state = take_state(tr.state, keep)
+        obs = tr.obs[keep]
+    return returns, lengths
+
+
+def _statistics_finding(
+    ctx: VerifyContext, policy: str, name: str, ref: np.ndarray, port: np.ndarray
+) -> Finding | None:
+    if np.array_equal(np.unique(ref), np.unique(port)) and len(np.unique(ref)) == 1:
+        return None
+    p = float(stats.ks_2samp(ref, port).pvalue)
+    if p >= ctx.spec.verify.alpha:
+        return None
+    keys = ["reward"] if name == "return" else ["terminated", "truncated"]
+    ref_lines, port_lines = ctx.localize(keys)
+    return Finding(
+        level=3,
+        check="episodes.distribution",
+        message=f"policy {policy}: free-running episode {name}s differ (KS p={p:.2e}; reference mean {ref.mean():.3f}, port mean {port.mean():.3f})",
+        fields=keys,
+        expected={f"mean_{name}": float(ref.mean())},
+        actual={f"mean_{name}": float(port.mean())},
+        error={"p_value": p},
+        reference_lines=ref_lines,
+        port_lines=port_lines,
+        extra={"policy": policy},
+    )
+
+
+def _coverage_finding(ctx: VerifyContext, tally: _Tally) -> Finding | None:
+    for policy, events in tally.events.items():
+        for name, (ref_count, port_count) in events.items():
+            if ref_count != port_count:
+                return Finding(
+                    level=3,
+                    check="events.coverage",
+                    message=f"policy {policy}: event {name} happened {ref_count}x on the reference, {port_count}x on the port",
+                    fields=[name],
+                    expected={name: ref_count},
+                    actual={name: port_count},
+                    extra={"policy": policy},
+                )
+    return None
+
+
+def run(ctx: VerifyContext) -> LevelResult:
+    spec = ctx.spec
+    tally = _Tally()
+    episodes = ctx.count(spec.verify.l3_episodes, 10)
+    rng = ctx.rng(31)
+    summary: dict[str, Any] = {}
+    for k, policy in enumerate(rollout_policies(spec, rng)):
+        seeds = (
+            np.arange(episodes, dtype=np.uint64) + 1_000_003 * (k + 1) + ctx.options.seed * 7_777
+        ).astype(np.uint32)
+        finding, returns, lengths = compared_episodes(ctx, policy, seeds, tally)
+        if finding is None and spec.compare.mode == "tolerance":
+            port_returns, port_lengths = free_port_episodes(ctx, policy, seeds, tally)
+            finding = _statistics_finding(
+                ctx, policy.name, "return", returns, port_returns
+            ) or _statistics_finding(
+                ctx, policy.name, "length", lengths.astype(float), port_lengths.astype(float)
+            )
+        if finding is not None:
+            return LevelResult(
+                3, "fail", finding.message, [finding], _stats(tally, summary, episodes)
+            )
+        summary[policy.name] = {
+            "episodes": episodes,
+            "mean_return": float(returns.mean()),
+            "mean_length": float(lengths.mean()),
+        }
+    finding = _coverage_finding(ctx, tally)
+    out = _stats(tally, summary, episodes)
+    if finding is not None:
+        return LevelResult(3, "fail", finding.message, [finding], out)
+    return LevelResult(
+        3,
+        "pass",
+        f"{episodes} episodes x {len(summary)} policies agree ({tally.steps} steps)",
+        stats=out,
+    )
+
+
+def _stats(tally: _Tally, summary: dict[str, Any], episodes: int) -> dict[str, Any]:
+    never = sorted(
+        {name for ev in tally.events.values() for name, c in ev.items() if c[0] == 0}
+        - {name for ev in tally.events.values() for name, c in ev.items() if c[0] > 0}
+    )
+    return {
+        "episodes_per_policy": episodes,
+        "policies": summary,
+        "steps": tally.steps,
+        "steps_per_second": round(2 * tally.steps / tally.seconds) if tally.seconds else None,
+        "max_abs_error": tally.max_error,
+        "max_ulp": tally.max_ulp,
+        "event_coverage": {
+            p: {e: {"reference": c[0], "port": c[1]} for e, c in ev.items()}
+            for p, ev in tally.events.items()
+        },
+        "events_never_seen": never,
+    }

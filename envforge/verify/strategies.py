@@ -1,0 +1,98 @@
+"""Drawing canonical states and actions: hypothesis strategies and fast batched sampling.
+
+Both respect the spec's ranges and over-weight the boundaries (low, high, zero), where ports
+most often go wrong (off-by-one comparisons, clips, wraps).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from hypothesis import strategies as st
+
+from envforge.backends.base import State
+from envforge.spec import EnvSpec, StateField
+
+DEFAULT_FLOAT_SPAN = 1e3  # fields with no declared range
+BOUNDARY_P = 0.1
+
+
+def _limits(f: StateField) -> tuple[float, float]:
+    info_lo, info_hi = -DEFAULT_FLOAT_SPAN, DEFAULT_FLOAT_SPAN
+    if f.np_dtype.kind in "iu":
+        ii = np.iinfo(f.np_dtype)
+        info_lo, info_hi = float(ii.min), float(ii.max)
+    if f.np_dtype.kind == "b":
+        return 0.0, 1.0
+    return (f.low if f.low is not None else info_lo, f.high if f.high is not None else info_hi)
+
+
+def field_strategy(f: StateField) -> st.SearchStrategy[Any]:
+    lo, hi = _limits(f)
+    if f.np_dtype.kind == "b":
+        scalar: st.SearchStrategy[Any] = st.booleans()
+    elif f.np_dtype.kind in "iu":
+        scalar = st.integers(int(np.ceil(lo)), int(np.floor(hi)))
+    else:
+        width: Literal[32, 64] = 32 if f.np_dtype == np.float32 else 64
+        lo32, hi32 = (float(np.float32(lo)), float(np.float32(hi))) if width == 32 else (lo, hi)
+        lo32 = lo32 if lo32 >= lo else float(np.nextafter(np.float32(lo32), np.float32(np.inf)))
+        hi32 = hi32 if hi32 <= hi else float(np.nextafter(np.float32(hi32), np.float32(-np.inf)))
+        scalar = st.floats(lo32, hi32, width=width, allow_nan=False, allow_infinity=False)
+    if not f.shape:
+        return scalar
+    size = int(np.prod(f.shape))
+    return st.lists(scalar, min_size=size, max_size=size).map(
+        lambda xs: np.asarray(xs, dtype=f.np_dtype).reshape(f.shape)
+    )
+
+
+def action_strategy(spec: EnvSpec) -> st.SearchStrategy[Any]:
+    if spec.action.type == "discrete":
+        assert spec.action.n is not None
+        return st.integers(0, spec.action.n - 1)
+    low, high = spec.action.bounds()
+    size = int(np.prod(spec.action.shape or (1,)))
+    lo, hi = float(np.min(low)), float(np.max(high))
+    return st.lists(st.floats(lo, hi, width=32, allow_nan=False), min_size=size, max_size=size).map(
+        lambda xs: np.asarray(xs, np.float32).reshape(spec.action.shape)
+    )
+
+
+def state_strategy(spec: EnvSpec) -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries({f.name: field_strategy(f) for f in spec.state})
+
+
+def stack_states(spec: EnvSpec, rows: list[dict[str, Any]]) -> State:
+    return {
+        f.name: np.asarray([r[f.name] for r in rows], dtype=f.np_dtype).reshape(len(rows), *f.shape)
+        for f in spec.state
+    }
+
+
+def stack_actions(spec: EnvSpec, actions: list[Any]) -> np.ndarray:
+    dtype = spec.action.dtype
+    return np.asarray(actions, dtype=dtype).reshape(len(actions), *spec.action.shape)
+
+
+def sample_states(spec: EnvSpec, rng: np.random.Generator, n: int) -> State:
+    """Uniform states inside the ranges, each value replaced by a boundary with prob 0.1."""
+    out: State = {}
+    for f in spec.state:
+        lo, hi = _limits(f)
+        shape = (n, *f.shape)
+        values: np.ndarray
+        if f.np_dtype.kind == "b":
+            values = rng.random(shape) < 0.5
+        elif f.np_dtype.kind in "iu":
+            values = rng.integers(
+                int(np.ceil(lo)), int(np.floor(hi)), size=shape, endpoint=True, dtype=np.int64
+            )
+        else:
+            values = rng.uniform(lo, hi, size=shape)
+        edges = np.array([lo, hi] + ([0.0] if lo <= 0.0 <= hi else []))
+        pick = rng.random(shape) < BOUNDARY_P
+        values = np.where(pick, rng.choice(edges, size=shape), values)
+        out[f.name] = values.astype(f.np_dtype)
+    return out
