@@ -97,6 +97,6 @@ def _value(tr: Transition, key: str, i: int) -> Any:
 
 
 def _localization_keys(keys: list[str], fields: list[str]) -> list[str]:
-    """State fields first: an observation or flag mismatch usually follows from one of them."""
+    """State fields when any diverged: an observation or reward mismatch follows from them."""
     state_keys = [k for k in keys if k in fields]
-    return state_keys + [k for k in keys if k not in fields] if state_keys else keys
+    return state_keys or keys
