@@ -83,8 +83,6 @@ class StateField(_Model):
 
 class Rng(_Model):
     mode: Literal["replicate", "sync"]
-    stochastic_step: bool = False
-    """sync mode only: the step itself draws random numbers (compared distributionally)."""
 
 
 class Compare(_Model):

@@ -6,8 +6,6 @@
   actions; both sides take one step from the same state; every field, the observation, reward
   and flags are compared. Hypothesis shrinks a failing batch to one minimal state. A seeded
   batched sweep then covers many more states cheaply.
-* Stochastic steps (``sync`` mode with ``stochastic_step``): many samples from one state on
-  each side, compared field by field with KS tests.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from envforge.backends.base import State, Transition, repeat_state, take_state
+from envforge.backends.base import State, Transition, take_state
 from envforge.errors import DriverFailure
 from envforge.verify.compare import Diff, compare_states, compare_transitions
 from envforge.verify.context import VerifyContext
@@ -234,54 +232,21 @@ def _distribution_finding(
     )
 
 
-def check_stochastic_steps(ctx: VerifyContext) -> Finding | None:
-    """Sync mode with random steps: compare next-state distributions from the same states."""
-    spec = ctx.spec
-    rng = ctx.rng(13)
-    samples = ctx.count(1000, 200)
-    starts = sample_states(spec, rng, 4)
-    from envforge.verify.policies import random_actions
-
-    for i in range(4):
-        state = repeat_state(take_state(starts, slice(i, i + 1)), samples)
-        action = np.repeat(random_actions(spec, rng, 1), samples, axis=0)
-        ref = ctx.ref.step(state, action)
-        port = ctx.port.step(state, action)
-        finding = _distribution_finding(
-            ctx,
-            ref.state,
-            port.state,
-            "step.distribution",
-            "next-state distribution of {f} differs",
-        )
-        if finding is not None:
-            finding.state_before = to_jsonable({k: v[0] for k, v in state.items()})
-            finding.actions = [to_jsonable(action[0])]
-            return finding
-    return None
-
-
 def run(ctx: VerifyContext) -> LevelResult:
     counter = _Counter()
     reset_finding, stats_out = check_reset(ctx)
     if reset_finding is not None:
         return LevelResult(1, "fail", reset_finding.message, [reset_finding], stats_out)
-    if ctx.spec.rng.mode == "sync" and ctx.spec.rng.stochastic_step:
-        finding = check_stochastic_steps(ctx)
-        if finding is not None:
-            return LevelResult(1, "fail", finding.message, [finding], stats_out)
-        stats_out["step_test"] = "ks_2samp"
-    else:
-        finding = check_steps_hypothesis(ctx, counter) or check_steps_sweep(ctx, counter)
-        stats_out.update(
-            transitions=counter.transitions,
-            threshold_flag_flips_excused=counter.excused,
-            steps_per_second=round(2 * counter.transitions / counter.seconds)
-            if counter.seconds
-            else None,
-        )
-        if finding is not None:
-            return LevelResult(1, "fail", finding.message, [finding], stats_out)
+    finding = check_steps_hypothesis(ctx, counter) or check_steps_sweep(ctx, counter)
+    stats_out.update(
+        transitions=counter.transitions,
+        threshold_flag_flips_excused=counter.excused,
+        steps_per_second=round(2 * counter.transitions / counter.seconds)
+        if counter.seconds
+        else None,
+    )
+    if finding is not None:
+        return LevelResult(1, "fail", finding.message, [finding], stats_out)
     return LevelResult(
         1,
         "pass",
