@@ -1,0 +1,109 @@
+"""Canonical state fields <-> attributes of a stateful reference object.
+
+A spec maps each canonical field onto the reference with its ``attr``:
+
+- ``name``            the attribute ``env.name`` holds the field's value (any shape);
+- ``name[i]``         element ``i`` of the array attribute ``env.name``;
+- ``@elapsed_steps``  the step counter of gymnasium's ``TimeLimit`` wrapper.
+
+Writing an indexed attribute rebuilds the whole array with the canonical dtype of the fields
+that live in it, so the reference steps from exactly that dtype (MountainCarContinuous, for
+one, computes in float32 when its state is float32 and in float64 when it is float64).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from envforge.backends.base import State
+from envforge.errors import BadInput
+from envforge.spec import EnvSpec, StateField
+
+ELAPSED_STEPS = "@elapsed_steps"
+_ATTR = re.compile(r"^([A-Za-z_]\w*)(?:\[(\d+)\])?$")
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """One canonical field and where it lives on the reference object."""
+
+    field: StateField
+    index: int | None
+
+
+class AttrMap:
+    """Reads and writes one env's canonical state through the spec's ``attr`` mappings."""
+
+    def __init__(self, spec: EnvSpec, allow_elapsed_steps: bool) -> None:
+        self.spec = spec
+        self.elapsed_field: StateField | None = None
+        self.attributes: dict[str, list[_Slot]] = {}
+        for f in spec.state:
+            attr = f.attr or ""
+            if attr == ELAPSED_STEPS:
+                if not allow_elapsed_steps:
+                    raise BadInput(
+                        f"{spec.name}: field {f.name} maps to {ELAPSED_STEPS}, which only a "
+                        "gymnasium reference with a TimeLimit wrapper has"
+                    )
+                self.elapsed_field = f
+                continue
+            match = _ATTR.match(attr)
+            if match is None:
+                raise BadInput(
+                    f"{spec.name}: field {f.name} has attr {attr!r}; expected 'name', "
+                    f"'name[i]' or '{ELAPSED_STEPS}'"
+                )
+            name, index = match.group(1), match.group(2)
+            self.attributes.setdefault(name, []).append(
+                _Slot(f, None if index is None else int(index))
+            )
+        for name, slots in self.attributes.items():
+            if len(slots) > 1 and any(s.index is None for s in slots):
+                raise BadInput(
+                    f"{spec.name}: attribute {name!r} is mapped both whole and by element"
+                )
+
+    def write(self, obj: Any, state: State, row: int, time_limit: Any = None) -> None:
+        """Set ``obj``'s attributes (and the TimeLimit counter) from row ``row`` of ``state``."""
+        for name, slots in self.attributes.items():
+            if slots[0].index is None:
+                value = np.asarray(state[slots[0].field.name][row], dtype=slots[0].field.np_dtype)
+                # scalars go in as numpy scalars so the env's arithmetic keeps the canonical dtype
+                setattr(obj, name, value[()] if value.ndim == 0 else value.copy())
+                continue
+            dtype = np.result_type(*(s.field.np_dtype for s in slots))
+            current = getattr(obj, name, None)
+            size = max(s.index for s in slots if s.index is not None) + 1
+            if current is not None and np.size(current) >= size:
+                array = np.array(current, dtype=dtype).reshape(-1)
+            else:
+                array = np.zeros(size, dtype=dtype)
+            for s in slots:
+                array[s.index] = state[s.field.name][row]
+            setattr(obj, name, array)
+        if self.elapsed_field is not None:
+            time_limit._elapsed_steps = int(state[self.elapsed_field.name][row])
+
+    def read(self, obj: Any, time_limit: Any = None) -> dict[str, np.ndarray]:
+        """The canonical fields of one env, each cast to its spec dtype (unbatched)."""
+        out: dict[str, np.ndarray] = {}
+        for name, slots in self.attributes.items():
+            value = np.asarray(getattr(obj, name))
+            for s in slots:
+                picked = value if s.index is None else value.reshape(-1)[s.index]
+                out[s.field.name] = np.asarray(picked, dtype=s.field.np_dtype)
+        if self.elapsed_field is not None:
+            out[self.elapsed_field.name] = np.asarray(
+                time_limit._elapsed_steps, dtype=self.elapsed_field.np_dtype
+            )
+        return out
+
+
+def stack_rows(spec: EnvSpec, rows: list[dict[str, np.ndarray]]) -> State:
+    """Per-env canonical dicts -> one batched canonical state, in spec field order."""
+    return {f.name: np.stack([r[f.name] for r in rows]).astype(f.np_dtype) for f in spec.state}

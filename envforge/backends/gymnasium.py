@@ -1,0 +1,157 @@
+"""Gymnasium backend: real gymnasium envs driven as a batched, functional Driver.
+
+Each batch row gets its own env from a pool that grows to the largest batch seen and is reused.
+A step on row ``i`` resets env ``i`` (no seed: only to clear hidden per-episode attributes),
+writes the row's canonical fields into it (see ``attrs.py``), calls the wrapped ``env.step``
+once and reads the canonical state back. The reset matters: CartPole, for one, keeps
+``steps_beyond_terminated`` outside its state and pays reward 0 instead of 1 on a second
+terminal step, so without it one row's history would leak into the next call's reward.
+If a reference keeps meaningful state outside the canonical fields, its spec must map it.
+
+Truncation comes only from the real ``TimeLimit`` wrapper made by ``gymnasium.make``; the
+canonical field with attr ``@elapsed_steps`` is its counter.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envforge.backends.attrs import AttrMap, stack_rows
+from envforge.backends.base import Driver, State, Transition, batch_size
+from envforge.errors import BadInput
+from envforge.spec import EnvSpec
+
+OBSERVATION_METHODS = ("_get_obs", "_get_ob")
+"""Methods an env may have that compute its observation from its current state (in order)."""
+
+
+def core(env: Any) -> Any:
+    """The object that holds the state: the unwrapped env (a plain Python reference is itself)."""
+    return getattr(env, "unwrapped", env)
+
+
+def find_time_limit(env: Any) -> Any:
+    """The TimeLimit wrapper in ``env``'s wrapper chain, or None."""
+    from gymnasium.wrappers import TimeLimit
+
+    layer = env
+    while layer is not None:
+        if isinstance(layer, TimeLimit):
+            return layer
+        layer = getattr(layer, "env", None)
+    return None
+
+
+class GymnasiumDriver(Driver):
+    """Drives any object with gymnasium's ``reset``/``step`` API through the spec's attr map."""
+
+    def __init__(self, spec: EnvSpec, env_id: str) -> None:
+        super().__init__(spec)
+        self.env_id = env_id
+        self._envs: list[Any] = []
+        self._time_limits: list[Any] = []  # per pooled env, found once
+        self._add_env()
+        self.attrs = AttrMap(spec, allow_elapsed_steps=self._time_limits[0] is not None)
+
+    # ---- what subclasses change -------------------------------------------------------
+    def _make_env(self) -> Any:
+        import gymnasium
+
+        try:
+            return gymnasium.make(self.env_id, disable_env_checker=True)
+        except gymnasium.error.Error as e:
+            raise BadInput(f"cannot make gymnasium env {self.env_id!r}: {e}") from None
+
+    def _time_limit(self, env: Any) -> Any:
+        return find_time_limit(env)
+
+    # ---- pool ------------------------------------------------------------------------
+    def _add_env(self) -> None:
+        env = self._make_env()
+        # a fixed first seed makes the later seedless resets (and any step noise) repeatable
+        env.reset(seed=len(self._envs))
+        self._envs.append(env)
+        self._time_limits.append(self._time_limit(env))
+
+    def _pool(self, n: int) -> list[Any]:
+        while len(self._envs) < n:
+            self._add_env()
+        return self._envs[:n]
+
+    def _load(self, i: int, state: State) -> None:
+        """Env ``i`` with row ``i`` of ``state`` written into a freshly reset env."""
+        self._envs[i].reset()
+        self.attrs.write(core(self._envs[i]), state, i, self._time_limits[i])
+
+    def _read(self, i: int) -> dict[str, np.ndarray]:
+        return self.attrs.read(core(self._envs[i]), self._time_limits[i])
+
+    def _action(self, action: np.ndarray) -> Any:
+        if self.spec.action.type == "discrete":
+            return int(action)
+        return np.asarray(action, dtype=np.float32).reshape(self.spec.action.shape)
+
+    def _observation(self, env: Any) -> np.ndarray:
+        """The observation the env would return for its current state."""
+        env_core = core(env)
+        for method in OBSERVATION_METHODS:
+            if callable(getattr(env_core, method, None)):
+                return np.asarray(getattr(env_core, method)())
+        # classic control envs without such a method return their state as the observation
+        return np.array(env_core.state, dtype=self.spec.observation.dtype)
+
+    # ---- Driver ----------------------------------------------------------------------
+    def reset(self, seeds: np.ndarray) -> State:
+        rows = []
+        for i, (env, seed) in enumerate(
+            zip(self._pool(len(seeds)), np.asarray(seeds), strict=True)
+        ):
+            env.reset(seed=int(seed))
+            rows.append(self._read(i))
+        return stack_rows(self.spec, rows)
+
+    def step(self, state: State, actions: np.ndarray) -> Transition:
+        n = batch_size(state)
+        actions = np.asarray(actions)
+        rows, obs = [], []
+        reward = np.zeros(n, dtype=np.float64)
+        terminated = np.zeros(n, dtype=bool)
+        truncated = np.zeros(n, dtype=bool)
+        for i, env in enumerate(self._pool(n)):
+            self._load(i, state)
+            o, r, term, trunc, _ = env.step(self._action(actions[i]))
+            rows.append(self._read(i))
+            obs.append(np.array(o, dtype=self.spec.observation.dtype))  # copy: envs may alias state
+            reward[i], terminated[i], truncated[i] = float(r), bool(term), bool(trunc)
+        return Transition(
+            state=stack_rows(self.spec, rows),
+            obs=np.stack(obs),
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+        )
+
+    def observe(self, state: State) -> np.ndarray:
+        obs = []
+        for i, env in enumerate(self._pool(batch_size(state))):
+            self._load(i, state)
+            obs.append(self._observation(env).astype(self.spec.observation.dtype))
+        return np.stack(obs)
+
+    def source_files(self) -> list[Path]:
+        source = inspect.getsourcefile(type(core(self._envs[0])))
+        return [Path(source)] if source else []
+
+    def describe(self) -> str:
+        return f"gymnasium {self.env_id}"
+
+    def close(self) -> None:
+        for env in self._envs:
+            if callable(getattr(env, "close", None)):
+                env.close()
+        self._envs.clear()
+        self._time_limits.clear()
