@@ -1,0 +1,102 @@
+"""CartPole-v1 in JAX, ported by hand from gymnasium 1.4.0 ``envs/classic_control/cartpole.py``.
+
+Explicit Euler integration (the reference's default ``kinematics_integrator``), reward 1 on
+every step including the terminal one, and truncation after 500 steps computed from ``time``
+exactly as gymnasium's TimeLimit wrapper does (``elapsed >= max_episode_steps``). The
+reference computes in float64; this port is float32.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+
+@dataclass(frozen=True)
+class EnvParams:
+    gravity: float = 9.8
+    masscart: float = 1.0
+    masspole: float = 0.1
+    length: float = 0.5  # half the pole's length, as in the reference
+    force_mag: float = 10.0
+    tau: float = 0.02  # seconds between state updates
+    theta_threshold_radians: float = 12 * 2 * math.pi / 360
+    x_threshold: float = 2.4
+    max_episode_steps: int = 500
+
+    @property
+    def total_mass(self) -> float:
+        return self.masspole + self.masscart
+
+    @property
+    def polemass_length(self) -> float:
+        return self.masspole * self.length
+
+
+PARAMS = EnvParams()
+
+
+class EnvState(NamedTuple):
+    x: jax.Array
+    x_dot: jax.Array
+    theta: jax.Array
+    theta_dot: jax.Array
+    time: jax.Array  # steps since reset: the TimeLimit wrapper's counter
+
+
+def reset(seed: jax.Array, params: EnvParams = PARAMS) -> EnvState:
+    key = jax.random.PRNGKey(seed)
+    x, x_dot, theta, theta_dot = jax.random.uniform(key, (4,), jnp.float32, -0.05, 0.05)
+    return EnvState(x, x_dot, theta, theta_dot, jnp.int32(0))
+
+
+def step(
+    state: EnvState, action: jax.Array, params: EnvParams = PARAMS
+) -> tuple[EnvState, jax.Array, jax.Array, jax.Array, jax.Array]:
+    force = jnp.where(action == 1, params.force_mag, -params.force_mag)
+    costheta = jnp.cos(state.theta)
+    sintheta = jnp.sin(state.theta)
+    temp = (force + params.polemass_length * state.theta_dot**2 * sintheta) / params.total_mass
+    thetaacc = (params.gravity * sintheta - costheta * temp) / (
+        params.length * (4.0 / 3.0 - params.masspole * costheta**2 / params.total_mass)
+    )
+    xacc = temp - params.polemass_length * thetaacc * costheta / params.total_mass
+
+    x = state.x + params.tau * state.x_dot
+    x_dot = state.x_dot + params.tau * xacc
+    theta = state.theta + params.tau * state.theta_dot
+    theta_dot = state.theta_dot + params.tau * thetaacc
+    time = state.time + 1
+    new_state = EnvState(x, x_dot, theta, theta_dot, time)
+
+    terminated = (
+        (x < -params.x_threshold)
+        | (x > params.x_threshold)
+        | (theta < -params.theta_threshold_radians)
+        | (theta > params.theta_threshold_radians)
+    )
+    truncated = time >= params.max_episode_steps
+    reward = jnp.float32(1.0)
+    return new_state, observe(new_state), reward, terminated, truncated
+
+
+def observe(state: EnvState) -> jax.Array:
+    return jnp.stack([state.x, state.x_dot, state.theta, state.theta_dot]).astype(jnp.float32)
+
+
+def to_canonical(state: EnvState) -> dict[str, jax.Array]:
+    return state._asdict()
+
+
+def from_canonical(fields: dict[str, jax.Array]) -> EnvState:
+    return EnvState(
+        x=jnp.asarray(fields["x"], jnp.float32),
+        x_dot=jnp.asarray(fields["x_dot"], jnp.float32),
+        theta=jnp.asarray(fields["theta"], jnp.float32),
+        theta_dot=jnp.asarray(fields["theta_dot"], jnp.float32),
+        time=jnp.asarray(fields["time"], jnp.int32),
+    )
