@@ -1,0 +1,125 @@
+"""Rust backend: a crate (PyO3 + numpy, built with maturin) that steps the whole batch in one call.
+
+Port contract: the extension module (named by the crate's ``[lib] name``) exposes a class
+``EnvBatch(num_envs, strict_float=False)`` with
+
+    reset(seeds: uint32[n])                        # resizes the batch to n, resets every env
+    step(actions, obs, reward, terminated, truncated)
+        # actions int32[n] (discrete) or float32[n, *shape]; writes obs [n, *obs_shape]
+        # (the spec's dtype), reward float32[n], terminated bool[n], truncated bool[n]
+    observe(obs)                                   # writes observations of the current envs
+    get_state() -> dict[str, ndarray[n, ...]]      # canonical state, the spec's names/dtypes
+    set_state(fields: dict[str, ndarray[n, ...]])  # resizes the batch to n and loads it
+
+The driver loads the given state, steps once and reads the state back (pure from the caller's
+view). ``strict_float`` asks the port to set flush-to-zero/denormals-are-zero while it computes,
+as the strict C reference does; rustc never contracts multiply-adds, so that is all strict needs.
+See docs/RUST.md.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from envforge.backends.base import Driver, State, Transition, batch_size, canonicalize
+from envforge.backends.rust_build import build_extension, crate_files, module_name
+from envforge.errors import ContractViolation
+from envforge.spec import EnvSpec
+
+BATCH_CLASS = "EnvBatch"
+METHODS = ("reset", "step", "observe", "get_state", "set_state")
+
+
+def load_extension(library: Path, name: str) -> ModuleType:
+    """Import a built extension under a name unique to this build (``PyInit_<name>`` is kept)."""
+    unique = f"envforge_rust_{library.stem.replace('-', '_')}.{name}"
+    if unique in sys.modules:
+        return sys.modules[unique]
+    loader = importlib.machinery.ExtensionFileLoader(unique, str(library))
+    spec = importlib.util.spec_from_file_location(unique, library, loader=loader)
+    if spec is None:
+        raise ContractViolation("port", "import", f"cannot import {library}")
+    try:
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+    except ImportError as e:
+        raise ContractViolation("port", "import", f"{library.name}: {e}") from None
+    sys.modules[unique] = module
+    return module
+
+
+class RustDriver(Driver):
+    def __init__(self, spec: EnvSpec, crate: Path, strict_float: bool = False) -> None:
+        super().__init__(spec)
+        self.crate = crate.resolve()
+        self.library = build_extension(self.crate)
+        self.module = load_extension(self.library, module_name(self.crate))
+        batch_class = getattr(self.module, BATCH_CLASS, None)
+        if batch_class is None:
+            raise ContractViolation(
+                "port", "import", f"{self.library.name} defines no class {BATCH_CLASS}"
+            )
+        missing = [m for m in METHODS if not callable(getattr(batch_class, m, None))]
+        if missing:
+            raise ContractViolation("port", "import", f"{BATCH_CLASS} lacks {missing}")
+        try:
+            self._batch: Any = batch_class(0, strict_float=strict_float)
+        except TypeError as e:
+            raise ContractViolation(
+                "port", "import", f"{BATCH_CLASS}(num_envs, strict_float=...) failed: {e}"
+            ) from None
+        self.strict_float = strict_float
+
+    # ---- numpy <-> extension -----------------------------------------------------------------
+    def _load(self, state: State) -> int:
+        fields = {
+            f.name: np.ascontiguousarray(state[f.name], dtype=f.np_dtype) for f in self.spec.state
+        }
+        self._batch.set_state(fields)
+        return batch_size(state)
+
+    def _state(self, call: str) -> State:
+        return canonicalize(self.spec, dict(self._batch.get_state()), "port", call)
+
+    def _obs_buffer(self, n: int) -> np.ndarray:
+        return np.zeros((n, *self.spec.observation.shape), dtype=self.spec.observation.dtype)
+
+    def _actions(self, actions: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(actions, dtype=self.spec.action.dtype)
+
+    # ---- Driver API --------------------------------------------------------------------------
+    def reset(self, seeds: np.ndarray) -> State:
+        self._batch.reset(np.ascontiguousarray(seeds, dtype=np.uint32))
+        return self._state("reset")
+
+    def step(self, state: State, actions: np.ndarray) -> Transition:
+        n = self._load(state)
+        obs = self._obs_buffer(n)
+        reward = np.zeros(n, np.float32)
+        terminated = np.zeros(n, bool)
+        truncated = np.zeros(n, bool)
+        self._batch.step(self._actions(actions), obs, reward, terminated, truncated)
+        return Transition(
+            self._state("step"), obs, reward.astype(np.float64), terminated, truncated
+        )
+
+    def observe(self, state: State) -> np.ndarray:
+        obs = self._obs_buffer(self._load(state))
+        self._batch.observe(obs)
+        return obs
+
+    def source_files(self) -> list[Path]:
+        sources = [p for p in crate_files(self.crate) if p.suffix == ".rs"]
+        # the physics first: localization lists the files in this order
+        return sorted(sources, key=lambda p: p.name in ("lib.rs", "float_mode.rs"))
+
+    def describe(self) -> str:
+        mode = "strict float" if self.strict_float else "fast float"
+        return f"Rust port {self.crate.name} ({self.library.name}, {mode})"
