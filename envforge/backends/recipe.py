@@ -85,9 +85,9 @@ def build_driver(recipe: Recipe) -> Driver:
 
         driver = JaxDriver(recipe.spec, Path(recipe.target))
     elif recipe.kind == "rust":
-        from envforge.backends.rust import RustDriver  # type: ignore[import-not-found,unused-ignore]
+        from envforge.backends.rust import RustDriver
 
-        driver = RustDriver(recipe.spec, Path(recipe.target))
+        driver = RustDriver(recipe.spec, Path(recipe.target), strict_float=recipe.strict_float)
     else:
         raise BadInput(f"unsupported implementation kind: {recipe.kind}")
     driver.side = recipe.side
