@@ -1,0 +1,226 @@
+//! `cartpole_rust`: the CartPole port as a Python extension that steps a whole batch in one call.
+//!
+//! Python sees one class, `EnvBatch(num_envs, strict_float=False)`:
+//!   reset(seeds: uint32[n])                          resizes the batch to n and resets it
+//!   step(actions: int32[n], obs: float32[n, 4], reward: float32[n],
+//!        terminated: bool[n], truncated: bool[n])    steps every env, writes into the buffers
+//!   observe(obs: float32[n, 4])
+//!   get_state() -> dict[str, ndarray[n]]             the canonical state of references/cartpole
+//!   set_state(fields: dict[str, ndarray[n]])         resizes the batch to n and loads it
+//! Environments are stepped in parallel with rayon (chunks of CHUNK envs), with the GIL released
+//! and nothing allocated inside `step`.
+
+mod cartpole;
+mod float_mode;
+
+use numpy::{PyArray1, PyReadonlyArray1, PyReadwriteArray1, PyReadwriteArray2};
+use pyo3::exceptions::{PyKeyError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use rayon::prelude::*;
+
+use cartpole::{CartPole, OBS_SIZE};
+use float_mode::FlushDenormals;
+
+/// Envs per rayon task: large enough to amortize scheduling, small enough to balance 2+ cores.
+const CHUNK: usize = 1024;
+
+/// The canonical state: one numpy column per field of `CartPole`, named as in env.toml.
+macro_rules! canonical_fields {
+    ($($name:ident: $ty:ty),* $(,)?) => {
+        const FIELDS: &[&str] = &[$(stringify!($name)),*];
+
+        fn state_to_dict<'py>(py: Python<'py>, envs: &[CartPole]) -> PyResult<Bound<'py, PyDict>> {
+            let fields = PyDict::new(py);
+            $(
+                let column: Vec<$ty> = envs.iter().map(|env| env.$name).collect();
+                fields.set_item(stringify!($name), PyArray1::from_vec(py, column))?;
+            )*
+            Ok(fields)
+        }
+
+        fn dict_to_state(fields: &Bound<'_, PyDict>, envs: &mut Vec<CartPole>) -> PyResult<()> {
+            let mut len: Option<usize> = None;
+            $(
+                let $name = column::<$ty>(fields, stringify!($name))?;
+                let $name = $name.as_slice().map_err(|e| field_error(stringify!($name), e))?;
+                check_len(&mut len, stringify!($name), $name.len())?;
+            )*
+            envs.clear();
+            envs.resize(len.unwrap_or(0), CartPole::default());
+            for (i, env) in envs.iter_mut().enumerate() {
+                $( env.$name = $name[i]; )*
+            }
+            Ok(())
+        }
+    };
+}
+
+canonical_fields!(
+    x: f64,
+    x_dot: f64,
+    theta: f64,
+    theta_dot: f64,
+    time: i32,
+);
+
+fn column<'py, T: numpy::Element>(
+    fields: &Bound<'py, PyDict>,
+    name: &str,
+) -> PyResult<PyReadonlyArray1<'py, T>> {
+    let item = fields
+        .get_item(name)?
+        .ok_or_else(|| PyKeyError::new_err(format!("canonical state lacks field {name}")))?;
+    item.extract::<PyReadonlyArray1<'py, T>>()
+        .map_err(|e| field_error(name, e))
+}
+
+fn field_error(name: &str, error: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(format!("field {name}: {error}"))
+}
+
+fn check_len(len: &mut Option<usize>, name: &str, got: usize) -> PyResult<()> {
+    match *len {
+        Some(n) if n != got => Err(PyValueError::new_err(format!(
+            "field {name} has {got} envs, other fields have {n}"
+        ))),
+        _ => {
+            *len = Some(got);
+            Ok(())
+        }
+    }
+}
+
+fn expect_len(what: &str, got: usize, want: usize) -> PyResult<()> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(PyValueError::new_err(format!(
+            "{what} has {got} elements, expected {want}"
+        )))
+    }
+}
+
+#[pyclass(module = "cartpole_rust")]
+struct EnvBatch {
+    envs: Vec<CartPole>,
+    strict_float: bool,
+}
+
+#[pymethods]
+impl EnvBatch {
+    #[new]
+    #[pyo3(signature = (num_envs, strict_float = false))]
+    fn new(num_envs: usize, strict_float: bool) -> Self {
+        Self {
+            envs: vec![CartPole::default(); num_envs],
+            strict_float,
+        }
+    }
+
+    #[getter]
+    fn num_envs(&self) -> usize {
+        self.envs.len()
+    }
+
+    fn reset(&mut self, py: Python<'_>, seeds: PyReadonlyArray1<'_, u32>) -> PyResult<()> {
+        let seeds = seeds.as_slice().map_err(|e| field_error("seeds", e))?;
+        self.envs.resize(seeds.len(), CartPole::default());
+        let (envs, strict) = (&mut self.envs, self.strict_float);
+        py.detach(|| {
+            (envs.par_chunks_mut(CHUNK), seeds.par_chunks(CHUNK))
+                .into_par_iter()
+                .for_each(|(envs, seeds)| {
+                    let _mode = FlushDenormals::enter(strict);
+                    for (env, &seed) in envs.iter_mut().zip(seeds) {
+                        env.reset(seed);
+                    }
+                })
+        });
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        py: Python<'_>,
+        actions: PyReadonlyArray1<'_, i32>,
+        mut obs: PyReadwriteArray2<'_, f32>,
+        mut reward: PyReadwriteArray1<'_, f32>,
+        mut terminated: PyReadwriteArray1<'_, bool>,
+        mut truncated: PyReadwriteArray1<'_, bool>,
+    ) -> PyResult<()> {
+        let n = self.envs.len();
+        let actions = actions.as_slice().map_err(|e| field_error("actions", e))?;
+        let obs = obs.as_slice_mut().map_err(|e| field_error("obs", e))?;
+        let reward = reward
+            .as_slice_mut()
+            .map_err(|e| field_error("reward", e))?;
+        let terminated = terminated
+            .as_slice_mut()
+            .map_err(|e| field_error("terminated", e))?;
+        let truncated = truncated
+            .as_slice_mut()
+            .map_err(|e| field_error("truncated", e))?;
+        expect_len("actions", actions.len(), n)?;
+        expect_len("obs", obs.len(), n * OBS_SIZE)?;
+        expect_len("reward", reward.len(), n)?;
+        expect_len("terminated", terminated.len(), n)?;
+        expect_len("truncated", truncated.len(), n)?;
+        let (envs, strict) = (&mut self.envs, self.strict_float);
+        py.detach(|| {
+            (
+                envs.par_chunks_mut(CHUNK),
+                actions.par_chunks(CHUNK),
+                obs.par_chunks_mut(CHUNK * OBS_SIZE),
+                reward.par_chunks_mut(CHUNK),
+                terminated.par_chunks_mut(CHUNK),
+                truncated.par_chunks_mut(CHUNK),
+            )
+                .into_par_iter()
+                .for_each(|(envs, actions, obs, reward, terminated, truncated)| {
+                    let _mode = FlushDenormals::enter(strict);
+                    for (i, env) in envs.iter_mut().enumerate() {
+                        let (r, term, trunc) = env.step(actions[i]);
+                        env.observe(&mut obs[i * OBS_SIZE..(i + 1) * OBS_SIZE]);
+                        reward[i] = r;
+                        terminated[i] = term;
+                        truncated[i] = trunc;
+                    }
+                })
+        });
+        Ok(())
+    }
+
+    fn observe(&self, py: Python<'_>, mut obs: PyReadwriteArray2<'_, f32>) -> PyResult<()> {
+        let obs = obs.as_slice_mut().map_err(|e| field_error("obs", e))?;
+        expect_len("obs", obs.len(), self.envs.len() * OBS_SIZE)?;
+        let (envs, strict) = (&self.envs, self.strict_float);
+        py.detach(|| {
+            (envs.par_chunks(CHUNK), obs.par_chunks_mut(CHUNK * OBS_SIZE))
+                .into_par_iter()
+                .for_each(|(envs, obs)| {
+                    let _mode = FlushDenormals::enter(strict);
+                    for (env, out) in envs.iter().zip(obs.chunks_exact_mut(OBS_SIZE)) {
+                        env.observe(out);
+                    }
+                })
+        });
+        Ok(())
+    }
+
+    fn get_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        state_to_dict(py, &self.envs)
+    }
+
+    fn set_state(&mut self, fields: &Bound<'_, PyDict>) -> PyResult<()> {
+        dict_to_state(fields, &mut self.envs)
+    }
+}
+
+#[pymodule]
+fn cartpole_rust(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<EnvBatch>()?;
+    m.add("FIELDS", FIELDS.to_vec())?;
+    m.add("OBS_SHAPE", (OBS_SIZE,))?;
+    Ok(())
+}
