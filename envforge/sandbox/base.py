@@ -1,0 +1,80 @@
+"""The sandbox interface: run one shell command for the agent, bounded and in the workspace."""
+
+from __future__ import annotations
+
+import os
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+SECRET_VARIABLE = re.compile(r"(API_KEY|_TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
+PROVIDER_VARIABLE_PREFIXES = ("ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_")
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    wall_s: float = 120.0
+    """Wall-clock limit; the whole process group is killed when it passes."""
+    cpu_s: int = 300
+    file_size_mb: int = 256
+    address_space_mb: int | None = 16384
+    """Virtual memory per process (XLA reserves a lot of address space, so not too low)."""
+    output_chars: int = 12000
+    """Output kept (head and tail) for the model; the rest is cut out of the middle."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    exit_code: int | None
+    """None when the command was killed for running past the wall-clock limit."""
+    output: str
+    """stdout and stderr interleaved, possibly truncated."""
+    timed_out: bool = False
+    truncated: bool = False
+
+    def describe(self) -> str:
+        if self.timed_out:
+            status = "killed: wall-clock limit reached"
+        elif self.exit_code is not None and self.exit_code < 0:
+            status = f"killed by signal {-self.exit_code}"
+        else:
+            status = f"exit code {self.exit_code}"
+        cut = " (output truncated)" if self.truncated else ""
+        return f"[{status}{cut}]\n{self.output}"
+
+
+def command_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The parent's environment without credentials or provider settings."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not SECRET_VARIABLE.search(k) and not k.startswith(PROVIDER_VARIABLE_PREFIXES)
+    }
+    env.update(extra or {})
+    return env
+
+
+def read_clipped(sink: BinaryIO, limit: int) -> tuple[str, bool]:
+    """A command's output file as text: whole when short, else its head and tail around a marker."""
+    size = sink.seek(0, os.SEEK_END)
+    sink.seek(0)
+    if size <= limit:
+        return sink.read().decode(errors="replace"), False
+    head = sink.read(limit // 3)
+    sink.seek(size - (limit - len(head)))
+    tail = sink.read()
+    cut = size - len(head) - len(tail)
+    text = head.decode(errors="replace") + f"\n... [{cut} bytes cut] ...\n"
+    return text + tail.decode(errors="replace"), True
+
+
+class Sandbox(ABC):
+    """Runs a command with ``cwd`` = the workspace, under limits, never raising for its failure."""
+
+    def __init__(self, limits: SandboxLimits | None = None) -> None:
+        self.limits = limits or SandboxLimits()
+
+    @abstractmethod
+    def run(self, command: str, workspace: Path) -> CommandResult: ...
