@@ -1,0 +1,154 @@
+"""Anthropic Messages API adapter (``anthropic`` SDK): tool use and prompt caching.
+
+Credentials and endpoint come from the SDK's usual variables (ANTHROPIC_API_KEY or
+ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL). Cache breakpoints go on the system prompt, on the end
+of the stable prefix (the part marked ``cache``: reference source, spec, contract) and on the
+newest message, so every agent step re-reads the conversation so far from the cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from envforge.agents.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from envforge.agents.model import (
+    ClassifiedError,
+    ErrorKind,
+    ModelAuthError,
+    ProviderModel,
+    RetryPolicy,
+    one_line,
+    retry_after,
+    status_kind,
+)
+
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def _block(part: TextPart | ToolCall | ToolResult) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ToolCall):
+        return {"type": "tool_use", "id": part.id, "name": part.name, "input": part.arguments}
+    return {
+        "type": "tool_result",
+        "tool_use_id": part.call_id,
+        "content": part.content,
+        "is_error": part.is_error,
+    }
+
+
+def _message(message: Message, cache_last: bool) -> dict[str, Any]:
+    # the API wants tool results before any text in a user turn
+    parts = sorted(message.parts, key=lambda p: not isinstance(p, ToolResult))
+    blocks = []
+    for part in parts:
+        block = _block(part)
+        if isinstance(part, TextPart) and part.cache:
+            block["cache_control"] = EPHEMERAL
+        blocks.append(block)
+    if cache_last and blocks:
+        blocks[-1]["cache_control"] = EPHEMERAL
+    return {"role": message.role, "content": blocks}
+
+
+def wire_request(model: str, request: ModelRequest) -> dict[str, Any]:
+    """Keyword arguments of ``messages.create`` for this request."""
+    last = len(request.messages) - 1
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "max_tokens": request.max_tokens,
+        "system": [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}],
+        "messages": [_message(m, cache_last=i == last) for i, m in enumerate(request.messages)],
+    }
+    if request.tools:
+        kwargs["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t in request.tools
+        ]
+    if request.temperature is not None:
+        kwargs["temperature"] = request.temperature
+    return kwargs
+
+
+def parse_response(message: Any) -> ModelResponse:
+    texts, calls = [], []
+    for block in message.content:
+        if block.type == "text":
+            texts.append(block.text)
+        elif block.type == "tool_use":
+            calls.append(ToolCall(block.id, block.name, dict(block.input or {})))
+    u = message.usage
+    usage = Usage(
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        cache_read_tokens=u.cache_read_input_tokens or 0,
+        cache_write_tokens=u.cache_creation_input_tokens or 0,
+    )
+    return ModelResponse(
+        text="".join(texts),
+        tool_calls=tuple(calls),
+        usage=usage,
+        model=message.model,
+        stop_reason=message.stop_reason or "",
+    )
+
+
+class AnthropicModel(ProviderModel):
+    provider = "Anthropic"
+    key_hint = "ANTHROPIC_API_KEY"
+
+    def __init__(
+        self,
+        name: str,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] | None = None,
+        timeout_s: float = 600.0,
+    ) -> None:
+        super().__init__(name, retry, *(() if sleep is None else (sleep,)))
+        import anthropic
+
+        self._sdk = anthropic
+        try:
+            self._client = anthropic.Anthropic(max_retries=0, timeout=timeout_s)
+        except anthropic.AnthropicError as e:  # e.g. a broken credentials profile on disk
+            raise ModelAuthError(f"Anthropic credentials: {one_line(e)}") from None
+        if (
+            self._client.api_key is None
+            and self._client.auth_token is None
+            and (self._client.credentials is None)
+        ):
+            raise ModelAuthError("no Anthropic API key: set ANTHROPIC_API_KEY")
+
+    def _send(self, request: ModelRequest) -> ModelResponse:
+        message = self._client.messages.create(**wire_request(self.name, request))
+        return parse_response(message)
+
+    def _classify(self, error: Exception) -> ClassifiedError | None:
+        sdk = self._sdk
+        if isinstance(error, sdk.APIStatusError):
+            text = one_line(getattr(error, "api_message", None) or error.message)
+            kind = status_kind(error.status_code, text)
+            if getattr(error, "type", None) == "not_found_error" or (
+                error.status_code == 400 and "model" in text.lower() and "invalid" in text.lower()
+            ):
+                kind = ErrorKind.UNKNOWN_MODEL
+            if getattr(error, "type", None) == "overloaded_error":
+                kind = ErrorKind.TRANSIENT
+            return ClassifiedError(
+                kind, f"HTTP {error.status_code}: {text}", retry_after(error.response.headers)
+            )
+        if isinstance(error, sdk.CredentialsError):
+            return ClassifiedError(ErrorKind.AUTH, one_line(error))
+        if isinstance(error, sdk.APIConnectionError):
+            return ClassifiedError(ErrorKind.TRANSIENT, one_line(error.message))
+        return None

@@ -1,0 +1,156 @@
+"""The one model interface, and the retry policy every live provider shares.
+
+A provider adapter subclasses :class:`ProviderModel`: it sends one request through its SDK
+(with the SDK's own retries turned off) and sorts the SDK's errors into the kinds below. This
+module then retries transient ones with exponential backoff and turns the rest into typed errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from envforge.agents.messages import ModelRequest, ModelResponse
+from envforge.errors import BadInput, EnvforgeError
+
+log = logging.getLogger("envforge.agents")
+
+
+class Model(Protocol):
+    name: str
+    """The model as the user named it; the price table is keyed by it."""
+
+    def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+class ModelError(EnvforgeError):
+    """The provider failed and retrying did not help (or cannot help)."""
+
+
+class ModelAuthError(BadInput):
+    """Missing or rejected API key."""
+
+
+class UnknownModel(BadInput):
+    """The provider does not know this model (or the name selects no provider)."""
+
+
+class ErrorKind(Enum):
+    TRANSIENT = "transient"
+    """429, 5xx, overloaded, connection and timeout errors: retry with backoff."""
+    AUTH = "auth"
+    UNKNOWN_MODEL = "unknown_model"
+    FATAL = "fatal"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 6
+    """Tries in all, the first included."""
+    initial_delay_s: float = 2.0
+    max_delay_s: float = 60.0
+    multiplier: float = 2.0
+    jitter: float = 0.25
+    """Each delay is scaled by a random factor in [1 - jitter, 1 + jitter]."""
+
+    def delay(self, retry_index: int, retry_after_s: float | None = None) -> float:
+        if retry_after_s is not None:
+            return min(self.max_delay_s, max(0.0, retry_after_s))
+        base = min(self.max_delay_s, self.initial_delay_s * self.multiplier**retry_index)
+        return base * (1 + random.uniform(-self.jitter, self.jitter))
+
+
+@dataclass(frozen=True)
+class ClassifiedError:
+    kind: ErrorKind
+    message: str
+    """One line, no credentials."""
+    retry_after_s: float | None = None
+
+
+class ProviderModel:
+    """Base of the live adapters: retries, backoff and error translation around ``_send``."""
+
+    provider = "provider"
+    key_hint = "the provider's API key variable"
+
+    def __init__(
+        self,
+        name: str,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.name = name
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+
+    def _send(self, request: ModelRequest) -> ModelResponse:
+        raise NotImplementedError
+
+    def _classify(self, error: Exception) -> ClassifiedError | None:
+        """Sort an SDK exception; None for exceptions that are not the provider's."""
+        raise NotImplementedError
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        info = ClassifiedError(ErrorKind.FATAL, "no attempt made (RetryPolicy.attempts < 1)")
+        for attempt in range(self.retry.attempts):
+            try:
+                return self._send(request)
+            except Exception as error:
+                classified = self._classify(error)
+                if classified is None:
+                    raise
+                info = classified
+            if info.kind is ErrorKind.AUTH:
+                raise ModelAuthError(
+                    f"{self.provider} rejected the credentials for {self.name}: {info.message} "
+                    f"(check {self.key_hint})"
+                )
+            if info.kind is ErrorKind.UNKNOWN_MODEL:
+                raise UnknownModel(
+                    f"{self.provider} does not know model {self.name!r}: {info.message}"
+                )
+            if info.kind is ErrorKind.FATAL:
+                raise ModelError(f"{self.provider} {self.name}: {info.message}")
+            if attempt + 1 < self.retry.attempts:
+                delay = self.retry.delay(attempt, info.retry_after_s)
+                log.warning(
+                    "%s %s: %s; retrying in %.1fs", self.provider, self.name, info.message, delay
+                )
+                self._sleep(delay)
+        raise ModelError(
+            f"{self.provider} {self.name}: gave up after {self.retry.attempts} attempts: {info.message}"
+        )
+
+
+def status_kind(status: int, text: str = "") -> ErrorKind:
+    """The usual HTTP meaning of a status code, shared by the adapters."""
+    if status in (401, 403):
+        return ErrorKind.AUTH
+    if status == 404 or (status == 400 and "model" in text.lower() and "not" in text.lower()):
+        return ErrorKind.UNKNOWN_MODEL
+    if status in (408, 409, 425, 429, 529) or status >= 500:
+        return ErrorKind.TRANSIENT
+    return ErrorKind.FATAL
+
+
+def retry_after(headers: object) -> float | None:
+    """Seconds from a ``retry-after`` header (numeric form only)."""
+    get = getattr(headers, "get", None)
+    if get is None:
+        return None
+    value = get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def one_line(text: object, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
