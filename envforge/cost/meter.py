@@ -1,0 +1,63 @@
+"""The meter: every call is budget-checked before it is made and priced and logged after."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from decimal import Decimal
+
+from envforge.agents.messages import ModelRequest, ModelResponse, Usage
+from envforge.agents.model import Model
+from envforge.cost.budget import Budget, worst_case_cost
+from envforge.cost.ledger import Ledger, LedgerEntry
+from envforge.cost.prices import Price
+
+
+class MeteredModel:
+    """A Model that refuses calls the budget cannot cover and records each call it makes.
+
+    The budget covers everything the job has spent in the ledger, so a resumed job cannot
+    spend its budget twice. ``purpose`` labels the ledger rows (the orchestrator sets it).
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        price: Price,
+        ledger: Ledger,
+        budget: Budget,
+        job: str,
+        run: str,
+        purpose: str = "translate",
+    ) -> None:
+        self.inner = model
+        self.name = model.name
+        self.price = price
+        self.ledger = ledger
+        self.budget = budget
+        self.job = job
+        self.run = run
+        self.purpose = purpose
+        self.calls = 0
+        self.usage = Usage()
+        self.cost_usd = Decimal(0)
+        """Spent by this run (the job may have spent more in earlier runs)."""
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        self.budget.check(self.ledger.spent(job=self.job), worst_case_cost(request, self.price))
+        response = self.inner.complete(request)
+        cost = self.price.cost(response.usage)
+        self.ledger.record(
+            LedgerEntry(
+                job=self.job,
+                run=self.run,
+                purpose=self.purpose,
+                model=self.name,
+                usage=response.usage,
+                cost_usd=cost,
+                price_version=self.price.version,
+            )
+        )
+        self.calls += 1
+        self.usage = self.usage + response.usage
+        self.cost_usd += cost
+        return replace(response, cost_usd=cost)
