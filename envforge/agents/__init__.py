@@ -1,0 +1,1 @@
+"""Model providers, workspace tools and the agent loop."""

@@ -1,0 +1,1 @@
+"""Prices, the cost ledger and budgets."""

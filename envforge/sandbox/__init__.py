@@ -1,0 +1,1 @@
+"""Sandboxes for commands the agent runs."""
