@@ -1,0 +1,1 @@
+"""Prompt templates (jinja2) and the code that fills them."""

@@ -1,0 +1,234 @@
+"""Render the prompt templates in this folder. Prompt text lives in the templates; this module
+only gathers the data they need (spec, sources, findings) and fills them in.
+
+Templates use StrictUndefined: a missing variable is an error, never an empty string.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from envforge.agents.messages import ToolSpec
+from envforge.errors import BadInput
+from envforge.prompts.sources import SourceFile, reference_sources
+from envforge.spec import EnvSpec
+from envforge.verify.findings import LEVEL_NAMES, Finding
+from envforge.verify.report import Report
+
+TEMPLATE_DIR = Path(__file__).parent
+CHARS_PER_TOKEN = 4
+"""Token estimate for prompt sizes: about four characters per token for English and code."""
+
+_environment = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    autoescape=False,
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    template: str
+    language: str
+
+
+TARGETS = {
+    "jax": Target("JAX", "translate_jax.j2", "python"),
+    "rust": Target("Rust", "translate_rust.j2", "rust"),
+}
+
+
+def target(name: str) -> Target:
+    if name not in TARGETS:
+        raise BadInput(f"unsupported target {name!r}; choose one of {', '.join(TARGETS)}")
+    return TARGETS[name]
+
+
+def render(template: str, **context: Any) -> str:
+    try:
+        return _environment.get_template(template).render(**context)
+    except jinja2.TemplateNotFound:
+        raise BadInput(f"no prompt template {template!r} in {TEMPLATE_DIR}") from None
+
+
+def estimate_tokens(text: str) -> int:
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True)
+class TranslationPrompt:
+    system: str
+    context: str
+    """The stable prefix: reference source, spec, target contract. Identical in every episode
+    of a run, so providers with prompt caching read it from the cache after the first call."""
+    task: str
+
+    def estimated_tokens(self) -> int:
+        return estimate_tokens(self.system + self.context + self.task)
+
+
+def spec_text(spec: EnvSpec) -> str:
+    path = spec.root / "env.toml"
+    return path.read_text() if path.is_file() else ""
+
+
+def translation_prompt(
+    spec: EnvSpec,
+    target_name: str,
+    port_path: str,
+    levels: str = "0-3",
+    reference_copy: str | None = None,
+    sources: list[SourceFile] | None = None,
+) -> TranslationPrompt:
+    """The first episode's prompt. ``port_path`` is where the agent writes the port."""
+    chosen = target(target_name)
+    sources = sources if sources is not None else reference_sources(spec)
+    context = render(
+        chosen.template,
+        spec=spec,
+        sources=sources,
+        spec_text=spec_text(spec),
+        port_file=port_path,
+        port_dir=port_path,
+    )
+    task = render(
+        "task_translate.j2",
+        target_name=chosen.name,
+        port_path=port_path,
+        reference_copy=reference_copy,
+        levels=levels,
+    )
+    return TranslationPrompt(render("system.j2", max_level=levels[-1]), context, task)
+
+
+# ---- findings and reports as the agent sees them ------------------------------------------
+
+
+def _relative(file: str, roots: list[Path]) -> str:
+    path = Path(file)
+    for root in roots:
+        for base in (root, root.resolve()):
+            try:
+                return str(path.relative_to(base))
+            except ValueError:
+                continue
+    return file
+
+
+def scrub_paths(text: str, roots: list[Path]) -> str:
+    """Absolute workspace/project paths become relative: prompts must not depend on where a
+    run happens (cassettes replay elsewhere), nor show the machine's layout."""
+    for root in roots:
+        for base in {str(root), str(root.resolve())}:
+            text = text.replace(base + "/", "").replace(base, ".")
+    return text
+
+
+def finding_view(finding: Finding, roots: list[Path]) -> dict[str, Any]:
+    """The finding as template data, with source paths relative to the given roots."""
+    view = finding.to_dict()
+    for key in ("reference_lines", "port_lines"):
+        view[key] = [dict(loc, file=_relative(loc["file"], roots)) for loc in view[key]]
+    view["message"] = scrub_paths(view["message"], roots)
+    view["detail"] = scrub_paths(view["detail"], roots)
+    return view
+
+
+def numbered(source: str) -> str:
+    lines = source.splitlines()
+    width = len(str(len(lines)))
+    return "\n".join(f"{i:>{width}}  {line}" for i, line in enumerate(lines, start=1))
+
+
+def repair_task(
+    finding: Finding,
+    report: Report | None,
+    iteration: int,
+    port_path: str,
+    port_source: str | None,
+    levels: str,
+    roots: list[Path],
+    language: str = "python",
+) -> str:
+    return render(
+        "repair.j2",
+        finding=finding_view(finding, roots),
+        level_name=LEVEL_NAMES.get(finding.level, f"L{finding.level}"),
+        other_levels=[{"level": lv.level, "status": lv.status} for lv in report.levels]
+        if report is not None
+        else [],
+        iteration=iteration,
+        port_path=port_path,
+        port_listing=numbered(port_source) if port_source else "",
+        port_language=language,
+        levels=levels,
+    )
+
+
+def verify_result(report: Report, roots: list[Path]) -> str:
+    """What run_verify returns to the agent: verdict, level lines and the first finding."""
+    finding = report.first_finding()
+    return render(
+        "verify_result.j2",
+        verdict=report.verdict,
+        levels=[
+            {
+                "level": lv.level,
+                "name": lv.name,
+                "status": lv.status,
+                "summary": scrub_paths(lv.summary, roots),
+            }
+            for lv in report.levels
+        ],
+        finding=finding_view(finding, roots) if finding else None,
+        level_name=LEVEL_NAMES.get(finding.level, "") if finding else "",
+        more_findings=max(0, len(report.findings) - 1),
+    )
+
+
+def missing_port_task(error: str, port_path: str) -> str:
+    return render("missing_port.j2", error=error, port_path=port_path)
+
+
+def optimize_task(
+    port_path: str, levels: str, steps_per_second: float, batch_size: int, device: str
+) -> str:
+    return render(
+        "optimize.j2",
+        port_path=port_path,
+        levels=levels,
+        steps_per_second=steps_per_second,
+        batch_size=batch_size,
+        device=device,
+    )
+
+
+def tool_specs(
+    levels: str = "0-3",
+    wall_s: float = 120,
+    output_chars: int = 12000,
+    read_chars: int = 100_000,
+    list_limit: int = 500,
+) -> tuple[ToolSpec, ...]:
+    text = render(
+        "tools.toml.j2",
+        levels=levels,
+        wall_s=int(wall_s),
+        output_chars=output_chars,
+        read_chars=read_chars,
+        list_limit=list_limit,
+    )
+    return tuple(
+        ToolSpec(t["name"], t["description"], json.loads(t["parameters"]))
+        for t in tomllib.loads(text)["tool"]
+    )

@@ -1,0 +1,88 @@
+"""The reference source a translation prompt shows: C files, a Python file, a gymnasium class."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envforge.errors import BadInput
+from envforge.spec import EnvSpec
+
+LANGUAGES = {".c": "c", ".h": "c", ".py": "python", ".js": "javascript", ".rs": "rust"}
+LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    name: str
+    """How the prompt labels it: a path relative to the project, or a module and class."""
+    text: str
+    language: str
+    path: Path | None = None
+    """On disk, when it is a file the agent may get a copy of."""
+
+
+def _label(path: Path, spec: EnvSpec) -> str:
+    project = spec.root.parent.parent
+    try:
+        return str(path.resolve().relative_to(project.resolve()))
+    except ValueError:
+        return path.name
+
+
+def _file(path: Path, spec: EnvSpec) -> SourceFile:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise BadInput(f"cannot read reference source {path}: {e.strerror}") from None
+    return SourceFile(_label(path, spec), text, LANGUAGES.get(path.suffix, ""), path)
+
+
+def _c_sources(main: Path, spec: EnvSpec) -> list[SourceFile]:
+    """The C file, the extra sources the spec lists and the local headers they include."""
+    paths = [main] + [spec.root / s for s in (spec.c.sources if spec.c else ())]
+    seen: list[Path] = []
+    while paths:
+        path = paths.pop(0)
+        if path in seen or not path.is_file():
+            continue
+        seen.append(path)
+        for header in LOCAL_INCLUDE.findall(path.read_text(errors="replace")):
+            paths.append(path.parent / header)
+    return [_file(p, spec) for p in seen]
+
+
+def _gymnasium_source(env_id: str) -> SourceFile:
+    import gymnasium
+
+    try:
+        entry = gymnasium.spec(env_id).entry_point
+    except gymnasium.error.Error as e:
+        raise BadInput(f"gymnasium does not know {env_id!r}: {e}") from None
+    obj: Any
+    if not isinstance(entry, str):
+        obj = entry
+        label = getattr(entry, "__qualname__", env_id)
+    else:
+        module_name, _, attr = entry.partition(":")
+        obj = getattr(importlib.import_module(module_name), attr)
+        label = f"{module_name.replace('.', '/')}.py, class {attr}"
+    return SourceFile(
+        f"gymnasium {gymnasium.__version__}: {label}", inspect.getsource(obj), "python"
+    )
+
+
+def reference_sources(spec: EnvSpec) -> list[SourceFile]:
+    kind = spec.reference_kind
+    if kind == "gymnasium":
+        return [_gymnasium_source(spec.reference.split(":", 1)[1])]
+    path = spec.reference_path()
+    if path is None or not path.is_file():
+        raise BadInput(f"reference source not found: {path or spec.reference}")
+    if kind == "c":
+        return _c_sources(path, spec)
+    return [_file(path, spec)]

@@ -1,0 +1,157 @@
+"""Prompt templates: strict rendering, translation prompts for pong and CartPole, repair prompts
+filled from a Finding, run_verify output, optimize prompt and tool specs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from envforge.errors import BadInput
+from envforge.locate import spec_for_name
+from envforge.prompts import render as prompts
+from envforge.spec import EnvSpec
+from envforge.verify.findings import Finding, SourceLocation
+from envforge.verify.report import LevelResult, Report
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def pong() -> EnvSpec:
+    return spec_for_name("pong")
+
+
+def test_templates_refuse_missing_variables() -> None:
+    with pytest.raises(jinja2.UndefinedError):
+        prompts.render("missing_port.j2", error="no file")  # port_path not given
+    with pytest.raises(BadInput):
+        prompts.render("no_such_template.j2")
+    with pytest.raises(BadInput, match="unsupported target"):
+        prompts.target("cobol")
+
+
+def test_pong_translation_prompt_has_source_spec_contract_and_rules(pong: EnvSpec) -> None:
+    prompt = prompts.translation_prompt(pong, "jax", "port/pong.py", "0-3", "reference/")
+    source = (ROOT / "references" / "pong" / "pong.c").read_text()
+    assert source.strip() in prompt.context  # verbatim
+    assert "### references/pong/pong.c" in prompt.context
+    for name in pong.field_names:
+        assert f"| {name} |" in prompt.context
+    for function in ("reset(seed", "step(state", "observe(state", "to_canonical", "from_canonical"):
+        assert function in prompt.context
+    assert "Randomness: replicate" in prompt.context and "bit for bit" in prompt.context
+    assert "Keep the reference's names" in prompt.context
+    assert "No Python control flow on traced values" in prompt.context
+    assert (
+        "`port/pong.py`" in prompt.task and "reference/" in prompt.task and '"0-3"' in prompt.task
+    )
+    assert "run_verify" in prompt.system
+    assert prompt.estimated_tokens() == -(-len(prompt.system + prompt.context + prompt.task) // 4)
+
+
+def test_cartpole_prompt_shows_the_gymnasium_class_and_sync_randomness() -> None:
+    cartpole = spec_for_name("cartpole")
+    prompt = prompts.translation_prompt(cartpole, "jax", "port/cartpole.py")
+    assert "class CartPoleEnv" in prompt.context and "def step(self, action)" in prompt.context
+    assert "Randomness: sync" in prompt.context and "jax.random" in prompt.context
+    assert "Comparison: tolerance" in prompt.context
+
+
+def test_rust_prompt_renders(pong: EnvSpec) -> None:
+    prompt = prompts.translation_prompt(pong, "rust", "port")
+    assert "rayon" in prompt.context and "maturin" in prompt.context
+    assert "Port this environment to Rust" in prompt.task
+
+
+def _finding(workspace: Path) -> Finding:
+    return Finding(
+        level=1,
+        check="step.mismatch",
+        message=f"one step differs in ball_vy (port {workspace}/port/pong.py)",
+        fields=["ball_vy"],
+        seed=7,
+        step=3,
+        actions=[0, 2, 1, 1],
+        state_before={"ball_y": 1.5, "ball_vy": -2.0},
+        expected={"ball_vy": 2.0},
+        actual={"ball_vy": -2.0},
+        error={"ball_vy": 4.0, "ball_vy.ulp": 8388608.0},
+        reference_lines=[
+            SourceLocation(
+                str(ROOT / "references/pong/pong.c"), 120, "  env->ball_vy = -env->ball_vy;"
+            )
+        ],
+        port_lines=[SourceLocation(str(workspace / "port/pong.py"), 3, "ball_vy = ball_vy")],
+        detail="shrunk from 40 steps",
+    )
+
+
+def test_repair_prompt_carries_the_localized_finding_with_relative_paths(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    report = Report(
+        "pong", "pong.c", "port", [LevelResult(0, "pass"), LevelResult(1, "fail")], [0, 1, 2, 3]
+    )
+    text = prompts.repair_task(
+        _finding(workspace),
+        report,
+        2,
+        "port/pong.py",
+        "a = 1\nb = 2\nball_vy = ball_vy\n",
+        "0-3",
+        [workspace, ROOT],
+    )
+    assert "### L1 properties: step.mismatch" in text
+    assert "Fields that differ: ball_vy" in text
+    assert "Reset seed: 7" in text and "Differing step: 3" in text
+    assert "[0, 2, 1, 1]" in text
+    assert "ball_y = 1.5" in text
+    assert "ball_vy: expected 2.0, got -2.0 (abs error 4.0, 8388608.0 ulp)" in text
+    assert "references/pong/pong.c:120: env->ball_vy = -env->ball_vy;" in text
+    assert "port/pong.py:3: ball_vy = ball_vy" in text
+    assert "3  ball_vy = ball_vy" in text  # the numbered listing
+    assert "Levels: L0 pass, L1 fail." in text
+    assert "shrunk from 40 steps" in text
+    assert str(tmp_path) not in text and str(ROOT) not in text
+
+
+def test_run_verify_output_and_optimize_prompt(tmp_path: Path) -> None:
+    finding = _finding(tmp_path)
+    failing = Report(
+        "pong",
+        "pong.c",
+        "port",
+        [
+            LevelResult(0, "pass", "api ok"),
+            LevelResult(1, "fail", "1 mismatch", [finding, finding]),
+        ],
+        [0, 1],
+    )
+    text = prompts.verify_result(failing, [tmp_path, ROOT])
+    assert text.startswith("verdict: not equivalent")
+    assert "L0 contract: pass — api ok" in text and "Fields that differ: ball_vy" in text
+    assert "1 more finding not shown" in text
+    passing = Report("pong", "pong.c", "port", [LevelResult(0, "pass")], [0])
+    assert "verdict: equivalent" in prompts.verify_result(passing, [tmp_path])
+    optimize = prompts.optimize_task("port/pong.py", "0-3", 1234567.8, 4096, "cpu")
+    assert "1,234,568 environment steps per second" in optimize and "4096" in optimize
+
+
+def test_tool_specs_are_valid_schemas() -> None:
+    specs = prompts.tool_specs(levels="0-2", wall_s=30, output_chars=500)
+    assert [s.name for s in specs] == [
+        "read_file",
+        "write_file",
+        "edit_file",
+        "list_files",
+        "run_verify",
+        "run_command",
+    ]
+    by_name = {s.name: s for s in specs}
+    assert by_name["edit_file"].parameters["required"] == ["path", "old", "new"]
+    assert (
+        "30 s" in by_name["run_command"].description and "500" in by_name["run_command"].description
+    )
+    json.dumps([s.parameters for s in specs])
