@@ -75,6 +75,8 @@ class StateField(_Model):
     """Other names the sources use for this field (used by localization)."""
     atol: float | None = None
     rtol: float | None = None
+    period: float | None = None
+    """Angles: values that differ by whole periods are the same (tolerance mode only)."""
 
     @property
     def np_dtype(self) -> np.dtype:

@@ -66,6 +66,14 @@ def _abs_err(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return err.reshape(err.shape[0], -1).max(axis=1) if err.ndim > 1 else err
 
 
+def nearest_equivalent(a: np.ndarray, b: np.ndarray, period: float) -> np.ndarray:
+    """``b`` shifted by whole periods to lie nearest ``a`` (angles wrapped on different sides)."""
+    a64 = np.asarray(a, dtype=np.float64)
+    b64 = np.asarray(b, dtype=np.float64)
+    shifted = a64 + np.mod(b64 - a64 + period / 2, period) - period / 2
+    return np.where(np.isfinite(shifted), shifted, b64)
+
+
 @dataclass
 class Diff:
     """Per-env comparison of two batches. ``ok[k]`` is ``[B]``: key k agrees for that env."""
@@ -99,6 +107,8 @@ def compare_states(spec: EnvSpec, ref: State, port: State, exact: bool = False) 
     for f in spec.state:
         atol, rtol = (0.0, 0.0) if exact else spec.tolerance(f.name)
         a, b = ref[f.name], port[f.name]
+        if f.period is not None and not exact:
+            b = nearest_equivalent(a, b, f.period)
         ok[f.name] = _per_env(values_close(a, b, atol, rtol))
         abs_err[f.name] = _abs_err(a, b)
         if a.dtype.kind == "f":

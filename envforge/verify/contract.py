@@ -1,6 +1,6 @@
 """Level 0 — contract: does each side build and honour the Driver API?
 
-Checks names, shapes and dtypes of states, observations, rewards and flags; reset states inside
+Checks names, shapes and dtypes (kinds) of states, observations, rewards and flags; reset states inside
 the spec's ranges; observations inside the declared bounds along short random rollouts;
 determinism (same input, same output); batch independence (a state stepped alone or inside a
 batch gives the same result, which is what vmap must preserve); and observe() agreeing with
@@ -61,6 +61,7 @@ class _Checker:
         self.driver = driver
         self.side = driver.side
         self.findings: list[Finding] = []
+        self.dtype_reported: set[str] = set()
 
     def fail(self, check: str, message: str, **kw: object) -> None:
         keys = list(kw.pop("fields", []))  # type: ignore[call-overload]
@@ -78,12 +79,42 @@ class _Checker:
         )
 
     def reset(self, seeds: np.ndarray) -> State:
-        return canonicalize(self.ctx.spec, self.driver.reset(seeds), self.side, "reset")
+        raw = self.driver.reset(seeds)
+        state = canonicalize(self.ctx.spec, raw, self.side, "reset")
+        self._dtype_kinds("reset", raw)
+        return state
 
     def step(self, state: State, actions: np.ndarray) -> Transition:
-        return check_transition(
-            self.ctx.spec, self.driver.step(state, actions), len(actions), self.side
-        )
+        raw = self.driver.step(state, actions)
+        tr = check_transition(self.ctx.spec, raw, len(actions), self.side)
+        self._dtype_kinds("step", raw.state, raw)
+        return tr
+
+    def _dtype_kinds(self, call: str, state: dict, tr: Transition | None = None) -> None:
+        """Canonicalizing casts to the spec's dtypes, which would hide a float counter or an int
+        position, so compare kinds (bool, int, uint, float) of what the driver returned. Widths
+        may differ: a JAX port without x64 returns float32 for a float64 field."""
+        expected = {f.name: f.np_dtype for f in self.ctx.spec.state}
+        got = {name: np.asarray(state[name]).dtype for name in expected}
+        if tr is not None:
+            expected.update(
+                obs=np.dtype(self.ctx.spec.observation.dtype),
+                terminated=np.dtype(bool),
+                truncated=np.dtype(bool),
+            )
+            got.update(
+                obs=np.asarray(tr.obs).dtype,
+                terminated=np.asarray(tr.terminated).dtype,
+                truncated=np.asarray(tr.truncated).dtype,
+            )
+        for name, dtype in expected.items():
+            if got[name].kind != dtype.kind and name not in self.dtype_reported:
+                self.dtype_reported.add(name)
+                self.fail(
+                    "dtype",
+                    f"{call} returns {name} as {got[name]}, the spec says {dtype}",
+                    fields=[name],
+                )
 
     def run(self) -> None:
         spec = self.ctx.spec

@@ -1,4 +1,10 @@
-"""Source localization: which lines in the reference and in the port assign a diverging field."""
+"""Source localization: which lines in the reference and in the port assign a diverging field.
+
+A finding lists the lines that assign the diverging field, then the definitions those lines
+read, followed a few hops back in the same file: local variables, constants (``NAME = ...``,
+``#define NAME``) and the ``return`` lines of functions defined there. A wrong constant or a
+bug inside a helper is then named even though the line assigning the field looks right.
+"""
 
 from __future__ import annotations
 
@@ -55,6 +61,11 @@ def _patterns(name: str, c_like: bool) -> list[re.Pattern[str]]:
     return [re.compile(p) for p in pats]
 
 
+def _is_comment(stripped: str) -> bool:
+    """A comment line (``*reward = x`` in C is code, ``* text`` inside a block comment is not)."""
+    return stripped.startswith(("#", "//", "/*", '"""', "* ", "*/")) or stripped == "*"
+
+
 def assignments(path: Path, names: tuple[str, ...], limit: int = 8) -> list[SourceLocation]:
     """Lines of ``path`` that assign any of ``names`` (comments skipped)."""
     if not path.is_file():
@@ -65,7 +76,7 @@ def assignments(path: Path, names: tuple[str, ...], limit: int = 8) -> list[Sour
     found: list[SourceLocation] = []
     for number, text in enumerate(lines, start=1):
         stripped = text.strip()
-        if not stripped or stripped.startswith(("#", "//", "*", "/*", '"""')):
+        if not stripped or _is_comment(stripped):
             continue
         code = stripped.split("//")[0] if c_like else stripped.split("#")[0]
         if any(p.search(code) for p in patterns):
@@ -76,13 +87,164 @@ def assignments(path: Path, names: tuple[str, ...], limit: int = 8) -> list[Sour
 
 
 def locate(
-    spec: EnvSpec, keys: list[str], files: list[Path], limit: int = 8
+    spec: EnvSpec, keys: list[str], files: list[Path], limit: int = 8, depth: int = 3
 ) -> list[SourceLocation]:
-    """All assignments of the given canonical fields / transition keys across ``files``."""
+    """Assignments of the given canonical fields / transition keys across ``files``, then the
+    definitions they read (``depth`` hops back, at most ``2 * limit`` more lines)."""
     out: list[SourceLocation] = []
     for key in keys:
         for path in files:
             for loc in assignments(path, names_for(spec, key), limit):
                 if loc not in out:
                     out.append(loc)
-    return out[: limit * max(1, len(keys))]
+    direct = out[: limit * max(1, len(keys))]
+    known = {name for key in keys for name in names_for(spec, key)}
+    return direct + dependencies(direct, known, depth, 2 * limit)
+
+
+# ---- dependencies: what the assigning lines read ------------------------------------------
+
+# a name that is read: not an attribute (x.name, p->name), not an object base (name.x, name->x)
+_IDENT = re.compile(r"(?<![\w.>])([A-Za-z_]\w*)(?!\w)(?!\s*(?:\.(?!\d)|->))")
+_ASSIGN = re.compile(r"(?<![<>!=])(?:[+\-*/%&|^]|<<|>>|//|\*\*)?=(?!=)")
+_KEYWORDS = frozenset(
+    {"and", "or", "not", "in", "is", "if", "else", "for", "while", "return", "lambda", "None"}
+    | {"True", "False", "def", "class", "float", "int", "double", "unsigned", "signed", "const"}
+    | {"static", "void", "char", "long", "short", "struct", "sizeof", "self", "env"}
+)
+
+
+def _c_like(path: Path) -> bool:
+    return path.suffix in (".c", ".h", ".rs", ".js", ".cpp")
+
+
+def _code(text: str, c_like: bool) -> str:
+    """A line without its comment."""
+    if c_like:
+        return re.sub(r"/\*.*?(\*/|$)", " ", text).split("//")[0]
+    return text.split("#")[0]
+
+
+def _statement(lines: tuple[str, ...], index: int, c_like: bool, max_lines: int = 12) -> list[int]:
+    """0-based indices of the physical lines of the statement that starts at ``index``."""
+    depth = 0
+    out = []
+    for j in range(index, min(len(lines), index + max_lines)):
+        out.append(j)
+        code = _code(lines[j], c_like)
+        depth += sum(code.count(c) for c in "([") - sum(code.count(c) for c in ")]")
+        ended = code.rstrip().endswith((";", "{", "}")) or code.lstrip().startswith("#")
+        if depth <= 0 and (not c_like or ended) and not code.rstrip().endswith("\\"):
+            break
+    return out
+
+
+def _read_names(code: str) -> list[str]:
+    """Names a statement reads: right of its assignment (or of ``return``/``#define NAME``)."""
+    code = re.sub(r"^\s*#\s*define\s+\w+", "", code)
+    code = re.sub(r"^\s*return\b", "", code)
+    match = _ASSIGN.search(code)
+    if match is not None and "(" not in code[: match.start()]:
+        code = code[match.end() :]
+    return [m.group(1) for m in _IDENT.finditer(code) if m.group(1) not in _KEYWORDS]
+
+
+def _scope(lines: tuple[str, ...], index: int, c_like: bool) -> int:
+    """0-based line of the function definition enclosing ``index``, or -1 at file level."""
+    indent = len(lines[index]) - len(lines[index].lstrip())
+    for j in range(index, -1, -1):
+        text = lines[j]
+        if c_like:
+            if j < index and text.startswith("}"):
+                return -1
+            if _C_FUNC.match(text):
+                return j
+        elif text.strip() and not text.lstrip().startswith(("#", "@", ")", "]")):
+            level = len(text) - len(text.lstrip())
+            if level < indent or j == index:
+                if text.lstrip().startswith("def "):
+                    return j
+                if level == 0:
+                    return -1
+                indent = min(indent, level)
+    return -1
+
+
+_C_FUNC = re.compile(r"^\w[\w\s*]*\b\w+\s*\([^;]*$")
+
+
+def _definitions(path: Path, lines: tuple[str, ...], name: str, scope: int) -> list[int]:
+    """0-based first lines of statements that define ``name`` as seen from function ``scope``:
+    assignments there or at file level, ``#define`` and the ``return`` statements of a
+    function of that name."""
+    c_like = _c_like(path)
+    assign = _patterns(name, c_like)[:3]
+    n = re.escape(name)
+    define = re.compile(rf"^\s*#\s*define\s+{n}\b")
+    func = re.compile(rf"^\w[\w\s*]*\b{n}\s*\([^;]*$" if c_like else rf"^\s*def\s+{n}\s*\(")
+    out: list[int] = []
+    for i, text in enumerate(lines):
+        stripped = text.strip()
+        if c_like and define.search(text):
+            out.append(i)
+        elif func.search(text):
+            out.extend(_returns(lines, i, c_like))
+        elif (
+            stripped
+            and not _is_comment(stripped)
+            and any(p.search(_code(stripped, c_like)) for p in assign)
+            and _scope(lines, i, c_like) in (scope, -1)
+        ):
+            out.append(i)
+    return out
+
+
+def _returns(lines: tuple[str, ...], start: int, c_like: bool) -> list[int]:
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    out = []
+    for j in range(start + 1, len(lines)):
+        text = lines[j]
+        if c_like and text.startswith("}"):
+            break
+        if not c_like and text.strip() and len(text) - len(text.lstrip()) <= indent:
+            break
+        if re.match(r"\s*return\b", text):
+            out.append(j)
+    return out
+
+
+def dependencies(
+    found: list[SourceLocation], known: set[str], depth: int = 3, limit: int = 16
+) -> list[SourceLocation]:
+    """The rest of each statement in ``found``, then the lines defining what they read,
+    breadth first, ``depth`` hops back within each file (names in ``known`` are not followed)."""
+    out: list[SourceLocation] = []
+    followed: set[tuple[str, str, int]] = set()
+
+    def add(path: Path, lines: tuple[str, ...], first: int) -> list[int]:
+        statement = _statement(lines, first, _c_like(path))
+        for j in statement:
+            loc = SourceLocation(file=str(path), line=j + 1, text=lines[j].strip())
+            if loc not in found and loc not in out:
+                out.append(loc)
+        return statement
+
+    frontier: list[tuple[Path, tuple[str, ...], list[int]]] = []
+    for loc in found:
+        path = Path(loc.file)
+        if path.is_file():
+            lines = _lines(str(path), path.stat().st_mtime)
+            frontier.append((path, lines, add(path, lines, loc.line - 1)))
+    for _ in range(depth):
+        following: list[tuple[Path, tuple[str, ...], list[int]]] = []
+        for path, lines, statement in frontier:
+            code = " ".join(_code(lines[j], _c_like(path)) for j in statement)
+            for name in _read_names(code):
+                scope = _scope(lines, statement[0], _c_like(path))
+                if name in known or (str(path), name, scope) in followed:
+                    continue
+                followed.add((str(path), name, scope))
+                for i in _definitions(path, lines, name, scope):
+                    following.append((path, lines, add(path, lines, i)))
+        frontier = following
+    return out[:limit]

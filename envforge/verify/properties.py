@@ -27,6 +27,7 @@ from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.report import LevelResult
 from envforge.verify.strategies import (
     action_strategy,
+    sample_actions,
     sample_states,
     stack_actions,
     stack_states,
@@ -141,9 +142,7 @@ def check_steps_sweep(ctx: VerifyContext, counter: _Counter) -> Finding | None:
     for start in range(0, n, 1024):
         m = min(1024, n - start)
         state = sample_states(spec, rng, m)
-        from envforge.verify.policies import random_actions
-
-        failure = _step_both(ctx, state, random_actions(spec, rng, m), counter)
+        failure = _step_both(ctx, state, sample_actions(spec, rng, m), counter)
         if failure is not None:
             return _step_finding(ctx, failure, "batched sweep")
     return None

@@ -131,7 +131,7 @@ def render_finding(f: Finding) -> str:
         lines.append("  error: " + ", ".join(f"{k}={v:.6g}" for k, v in f.error.items()))
     for title, locs in (("reference", f.reference_lines), ("port", f.port_lines)):
         if locs:
-            lines.append(f"  {title} lines that assign it:")
+            lines.append(f"  {title} lines that assign it, then what those read:")
             lines.extend(f"    {loc}" for loc in locs)
     if f.detail:
         lines.append("  detail: " + f.detail.strip().replace("\n", "\n    "))

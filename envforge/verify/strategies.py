@@ -54,10 +54,30 @@ def action_strategy(spec: EnvSpec) -> st.SearchStrategy[Any]:
         return st.integers(0, spec.action.n - 1)
     low, high = spec.action.bounds()
     size = int(np.prod(spec.action.shape or (1,)))
-    lo, hi = float(np.min(low)), float(np.max(high))
+    lo, hi = _widened(float(np.min(low)), float(np.max(high)))
     return st.lists(st.floats(lo, hi, width=32, allow_nan=False), min_size=size, max_size=size).map(
         lambda xs: np.asarray(xs, np.float32).reshape(spec.action.shape)
     )
+
+
+def _widened(lo: float, hi: float) -> tuple[float, float]:
+    """Continuous actions are drawn up to one range-width outside the bounds: agents emit
+    unclipped actions, and references differ in where (and whether) they clip them."""
+    span = hi - lo
+    return lo - span, hi + span
+
+
+def sample_actions(spec: EnvSpec, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Random actions; for continuous spaces a third of them lie outside the bounds."""
+    if spec.action.type == "discrete":
+        assert spec.action.n is not None
+        return rng.integers(0, spec.action.n, size=n).astype(np.int32)
+    low, high = spec.action.bounds()
+    wide_lo, wide_hi = _widened(float(np.min(low)), float(np.max(high)))
+    inside = rng.uniform(low, high, size=(n, *spec.action.shape))
+    outside = rng.uniform(wide_lo, wide_hi, size=(n, *spec.action.shape))
+    pick = (rng.random(n) < 1 / 3).reshape((n,) + (1,) * len(spec.action.shape))
+    return np.where(pick, outside, inside).astype(np.float32)
 
 
 def state_strategy(spec: EnvSpec) -> st.SearchStrategy[dict[str, Any]]:
