@@ -1,0 +1,167 @@
+"""`envforge translate`: a coding agent ports a reference, the verifier repairs it to equivalence."""
+
+from __future__ import annotations
+
+import json
+import sys
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from envforge.agents.loop import AgentLimits
+from envforge.agents.select import ModelOptions
+from envforge.cost.prices import price_from_options
+from envforge.errors import BadInput
+from envforge.locate import spec_for_reference
+from envforge.repair.job import TranslateJob, TranslateOutcome, run_translate_job
+from envforge.repair.orchestrate import RepairConfig
+from envforge.verify.context import VerifyOptions
+from envforge.verify.runner import parse_levels
+
+
+def _budget(text: str) -> Decimal | None:
+    if text.lower() in ("none", "inf", "unlimited"):
+        return None
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise BadInput(f"--budget-usd: expected a number of dollars, got {text!r}") from None
+    if value <= 0:
+        raise BadInput("--budget-usd must be positive")
+    return value
+
+
+def translate_command(
+    ref: str = typer.Option(
+        ..., "--ref", help="Reference: path/to/env.c, gymnasium:<id>, file.py:Class."
+    ),
+    target: str = typer.Option("jax", "--target", help="Port language: jax or rust."),
+    model: str = typer.Option(
+        "claude-sonnet-4-6",
+        "--model",
+        help="claude-…, gemini-…, openai:<name>, or replay:<cassette.jsonl>.",
+    ),
+    budget_usd: str = typer.Option(
+        "2", "--budget-usd", help="Most this job may spend (USD); 'none' for no limit."
+    ),
+    max_iters: int = typer.Option(
+        20, "--max-iters", help="Agent episodes: the translation plus repairs."
+    ),
+    max_steps: int = typer.Option(40, "--max-steps", help="Model calls per episode."),
+    max_tokens: int = typer.Option(16000, "--max-tokens", help="Output tokens per model call."),
+    max_minutes: float = typer.Option(
+        None, "--max-minutes", help="Wall-clock limit of the whole run."
+    ),
+    out: Path = typer.Option(
+        None, "--out", help="Where the final port lands (default generated/<env>/<target>-agent)."
+    ),
+    workspace: Path = typer.Option(
+        None, "--workspace", help="Agent workspace (default .envforge/runs/<run>)."
+    ),
+    spec: str = typer.Option(
+        None, "--spec", help="env.toml to use (default: beside the reference)."
+    ),
+    levels: str = typer.Option("0-3", "--levels", help="Levels the port must pass."),
+    l4: bool = typer.Option(
+        False, "--l4", help="Also require L4 policy transfer (after L0–L3 pass)."
+    ),
+    scale: float = typer.Option(1.0, "--scale", help="Verifier example/episode counts scale."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the verifier's random choices."),
+    job: str = typer.Option(
+        None, "--job", help="Ledger job name; reuse it to share a budget across runs."
+    ),
+    ledger: Path = typer.Option(
+        None, "--ledger", help="Cost ledger (default $ENVFORGE_LEDGER or .envforge/ledger.sqlite)."
+    ),
+    price_in: float = typer.Option(
+        None, "--price-in", help="USD per million input tokens (for models without a listed price)."
+    ),
+    price_out: float = typer.Option(None, "--price-out", help="USD per million output tokens."),
+    price_cache_read: float = typer.Option(
+        None,
+        "--price-cache-read",
+        help="USD per million cached input tokens (default: --price-in).",
+    ),
+    price_cache_write: float = typer.Option(
+        None,
+        "--price-cache-write",
+        help="USD per million cache-write tokens (default: --price-in).",
+    ),
+    record: Path = typer.Option(
+        None, "--record", help="Record every model call to this cassette (JSONL)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary at the end."),
+) -> None:
+    """Port a reference with a coding agent and repair it until the verifier passes it.
+
+    Exit 0 verified, 1 not verified (limits, budget, provider failure), 2 bad input.
+    """
+    env_spec = spec_for_reference(ref, spec)
+    required = tuple(lv for lv in parse_levels(levels) if lv < 4)
+    if not required:
+        raise BadInput("--levels: give some of levels 0-3 (use --l4 to add transfer)")
+    config = RepairConfig(
+        target=target,
+        levels=required,
+        transfer=l4 or 4 in parse_levels(levels),
+        max_iters=max_iters,
+        max_wall_s=None if max_minutes is None else max_minutes * 60,
+        agent=AgentLimits(max_steps=max_steps, max_tokens=max_tokens),
+        verify=VerifyOptions(seed=seed, scale=scale),
+    )
+    translate_job = TranslateJob(
+        spec=env_spec,
+        model=model,
+        config=config,
+        budget_usd=_budget(budget_usd),
+        out=out or Path("generated") / env_spec.name / f"{target}-agent",
+        workspace=workspace,
+        job=job,
+        ledger=ledger,
+        price=price_from_options(price_in, price_out, price_cache_read, price_cache_write),
+        model_options=ModelOptions(record_to=record),
+    )
+    console = Console(stderr=True)
+    with console.status(f"translating {env_spec.name} to {target} with {model}") as status:
+        outcome = run_translate_job(
+            translate_job, progress=lambda msg: status.update(f"{env_spec.name}: {msg}")
+        )
+    if as_json:
+        print(json.dumps(outcome.to_dict(), indent=2))
+    else:
+        show(outcome, Console())
+    sys.exit(0 if outcome.result.verified else 1)
+
+
+def show(outcome: TranslateOutcome, console: Console) -> None:
+    result = outcome.result
+    table = Table(title=f"envforge translate: {outcome.model}, job {outcome.job}")
+    for column in ("#", "kind", "agent", "verdict", "calls", "cost (USD)", "finding"):
+        table.add_column(column)
+    for it in result.iterations:
+        table.add_row(
+            str(it.number),
+            it.kind,
+            it.agent_status,
+            it.verdict,
+            str(it.calls),
+            f"{it.cost_usd:.4f}",
+            it.finding,
+        )
+    console.print(table)
+    color = "green" if result.verified else "red"
+    console.print(f"[bold {color}]{result.status}[/]: {result.message}")
+    console.print(
+        f"cost ${outcome.cost_usd:.4f} this run, ${outcome.job_spent_usd:.4f} for job "
+        f"{outcome.job} ({outcome.calls} calls, price table {outcome.price.version})"
+    )
+    console.print(f"workspace: {result.workspace}")
+    if outcome.out is not None:
+        console.print(f"port: {outcome.out} (with PROVENANCE.md)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("translate")(translate_command)

@@ -1,0 +1,1 @@
+"""The translate → verify → repair orchestration."""

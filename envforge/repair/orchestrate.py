@@ -1,0 +1,275 @@
+"""translate → verify → repair: the loop that owns success.
+
+An agent episode writes or edits the port; then the verifier (not the agent) decides. A failing
+report's most localized finding becomes the next episode's repair prompt. The loop stops when
+the port verifies, when the iteration limit or the time limit is reached, or when the budget
+cannot cover the next call. Every iteration leaves its port, report, cost and transcript in the
+workspace; the final port lands in ``out`` with PROVENANCE.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from envforge.agents.loop import Agent, AgentLimits, AgentResult
+from envforge.agents.messages import Usage, user
+from envforge.agents.model import ModelError
+from envforge.agents.tools import WorkspaceTools
+from envforge.cost.meter import MeteredModel
+from envforge.errors import BadInput
+from envforge.prompts import render as prompts
+from envforge.prompts.sources import reference_sources
+from envforge.sandbox.base import Sandbox
+from envforge.spec import EnvSpec
+from envforge.verify.context import VerifyOptions
+from envforge.verify.findings import Finding
+from envforge.verify.report import Report
+from envforge.verify.runner import verify
+
+ProgressFn = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RepairConfig:
+    target: str = "jax"
+    levels: tuple[int, ...] = (0, 1, 2, 3)
+    transfer: bool = False
+    """Also require L4 (policy transfer); it runs only once L0–L3 pass."""
+    max_iters: int = 20
+    """Agent episodes: the translation plus the repairs."""
+    max_wall_s: float | None = None
+    """Wall-clock limit of the whole run."""
+    agent: AgentLimits = field(default_factory=AgentLimits)
+    verify: VerifyOptions = field(default_factory=VerifyOptions)
+
+    @property
+    def all_levels(self) -> list[int]:
+        return sorted(set(self.levels) | ({4} if self.transfer else set()))
+
+    @property
+    def levels_text(self) -> str:
+        levels = self.all_levels
+        contiguous = levels == list(range(levels[0], levels[-1] + 1))
+        if contiguous and len(levels) > 1:
+            return f"{levels[0]}-{levels[-1]}"
+        return ",".join(str(lv) for lv in levels)
+
+
+@dataclass
+class Iteration:
+    number: int
+    kind: str
+    """translate | repair"""
+    agent_status: str
+    steps: int
+    verdict: str
+    level_status: dict[int, str]
+    calls: int
+    usage: Usage
+    cost_usd: Decimal
+    finding: str
+    """One line: the finding the next repair prompt is built from (empty when verified)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        u = self.usage
+        return {
+            "number": self.number,
+            "kind": self.kind,
+            "agent_status": self.agent_status,
+            "steps": self.steps,
+            "verdict": self.verdict,
+            "levels": {str(k): v for k, v in self.level_status.items()},
+            "calls": self.calls,
+            "cost_usd": str(self.cost_usd),
+            "finding": self.finding,
+            "usage": {
+                "input": u.input_tokens,
+                "output": u.output_tokens,
+                "cache_read": u.cache_read_tokens,
+                "cache_write": u.cache_write_tokens,
+            },
+        }
+
+
+@dataclass
+class RepairResult:
+    status: str
+    """verified | iteration_limit | time_limit | budget | model_error"""
+    message: str
+    iterations: list[Iteration]
+    report: Report | None
+    workspace: Path
+
+    @property
+    def verified(self) -> bool:
+        return self.status == "verified"
+
+    @property
+    def levels_passed(self) -> list[int]:
+        if self.report is None:
+            return []
+        return [lv.level for lv in self.report.levels if lv.status == "pass"]
+
+
+class RepairLoop:
+    def __init__(
+        self,
+        spec: EnvSpec,
+        model: MeteredModel,
+        workspace: Path,
+        config: RepairConfig | None = None,
+        sandbox: Sandbox | None = None,
+        progress: ProgressFn | None = None,
+    ) -> None:
+        from envforge.repair.workspace import RunWorkspace
+
+        self.spec = spec
+        self.model = model
+        self.config = config or RepairConfig()
+        self.progress = progress or (lambda _: None)
+        prompts.target(self.config.target)
+        self.ws = RunWorkspace(workspace, spec, self.config.target)
+        self.roots = [self.ws.root, spec.root.parent.parent]
+        sources = reference_sources(spec)
+        reference_copy = self.ws.copy_reference(sources)
+        self.prompt = prompts.translation_prompt(
+            spec,
+            self.config.target,
+            self.ws.layout.port_rel,
+            self.config.levels_text,
+            reference_copy,
+            sources,
+        )
+        self.tools = WorkspaceTools(
+            self.ws.root, self.verify_text, sandbox, self.config.levels_text
+        )
+        self.started = time.monotonic()
+
+    # ---- verification -----------------------------------------------------------------
+    def check(self, levels: list[int]) -> tuple[Report | None, Finding | None]:
+        """Verify the workspace port: the report and the finding to repair next (None: passed)."""
+        if not self.ws.has_port():
+            missing = f"no port at {self.ws.layout.port_rel}"
+            return None, Finding(level=0, check="missing_port", message=missing)
+        try:
+            report = verify(self.spec, self.ws.port_dir, levels, self.config.verify)
+        except BadInput as e:
+            return None, Finding(level=0, check="missing_port", message=str(e))
+        if report.passed:
+            return report, None
+        finding = report.first_finding()
+        if finding is None:
+            failed = next(lv for lv in report.levels if lv.status != "pass")
+            finding = Finding(level=failed.level, check=failed.status, message=failed.summary)
+        return report, finding
+
+    def verify_text(self, levels: str) -> str:
+        """run_verify for the agent."""
+        from envforge.verify.runner import parse_levels
+
+        try:
+            wanted = parse_levels(levels)
+        except BadInput as e:
+            return f"error: {e}"
+        report, finding = self.check(wanted)
+        if report is None:
+            assert finding is not None
+            return prompts.missing_port_task(finding.message, self.ws.layout.port_rel)
+        return prompts.verify_result(report, self.roots)
+
+    def repair_prompt(self, report: Report | None, finding: Finding, number: int) -> str:
+        if finding.check == "missing_port":
+            return prompts.missing_port_task(
+                prompts.scrub_paths(finding.message, self.roots), self.ws.layout.port_rel
+            )
+        return prompts.repair_task(
+            finding,
+            report,
+            number,
+            self.ws.layout.main_file,
+            self.ws.port_source(),
+            self.config.levels_text,
+            self.roots,
+            prompts.target(self.config.target).language,
+        )
+
+    # ---- the loop ---------------------------------------------------------------------
+    def episode(self, task: str, purpose: str) -> AgentResult:
+        limits = self.config.agent
+        if self.config.max_wall_s is not None:
+            left = self.config.max_wall_s - (time.monotonic() - self.started)
+            limits = AgentLimits(limits.max_steps, min(limits.max_wall_s, left), limits.max_tokens)
+        self.model.purpose = purpose
+        cost = lambda: f"${self.model.cost_usd:.4f}"  # noqa: E731
+        agent = Agent(
+            self.model, self.tools, limits, lambda m: self.progress(f"{purpose}: {m} [{cost()}]")
+        )
+        first = user(self.prompt.context, task, cache_first=True)
+        return agent.run(self.prompt.system, first)
+
+    def run(self) -> RepairResult:
+        iterations: list[Iteration] = []
+        task, kind = self.prompt.task, "translate"
+        report: Report | None = None
+        status, message = (
+            "iteration_limit",
+            f"not verified after {self.config.max_iters} iterations",
+        )
+        for number in range(1, self.config.max_iters + 1):
+            calls, usage, cost = self.model.calls, self.model.usage, self.model.cost_usd
+            self.progress(f"{kind} {number}: agent working")
+            try:
+                episode = self.episode(task, f"{kind} {number}")
+            except ModelError as e:
+                episode = AgentResult("model_error", str(e), 0, [])
+            self.progress(f"{kind} {number}: verifying")
+            report, finding = self.check(self.config.all_levels)
+            record = Iteration(
+                number,
+                kind,
+                episode.status,
+                episode.steps,
+                report.verdict if report else "no port",
+                {lv.level: lv.status for lv in report.levels} if report else {},
+                self.model.calls - calls,
+                _minus(self.model.usage, usage),
+                self.model.cost_usd - cost,
+                _one_line(finding),
+            )
+            iterations.append(record)
+            self.ws.snapshot(number, report, episode.messages, record.to_dict())
+            self.progress(f"{kind} {number}: {record.verdict} [${self.model.cost_usd:.4f}]")
+            if finding is None:
+                status, message = "verified", f"verified at levels {self.config.levels_text}"
+                break
+            if episode.status in ("budget", "model_error"):
+                status, message = episode.status, episode.message
+                break
+            if self.config.max_wall_s is not None and (
+                time.monotonic() - self.started >= self.config.max_wall_s
+            ):
+                status, message = "time_limit", f"time limit {self.config.max_wall_s:.0f}s reached"
+                break
+            task, kind = self.repair_prompt(report, finding, number), "repair"
+        return RepairResult(status, message, iterations, report, self.ws.root)
+
+
+def _minus(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        a.input_tokens - b.input_tokens,
+        a.output_tokens - b.output_tokens,
+        a.cache_read_tokens - b.cache_read_tokens,
+        a.cache_write_tokens - b.cache_write_tokens,
+    )
+
+
+def _one_line(finding: Finding | None) -> str:
+    if finding is None:
+        return ""
+    fields = f" [{', '.join(finding.fields)}]" if finding.fields else ""
+    return " ".join(f"L{finding.level} {finding.check}{fields}: {finding.message}".split())[:200]

@@ -1,0 +1,121 @@
+"""A run's workspace: where the agent writes the port, and what each iteration leaves behind.
+
+<workspace>/port/                 the port the agent edits (what gets verified)
+<workspace>/reference/            copies of the reference sources, for reading and running
+<workspace>/iterations/NN/        per iteration: port/ snapshot, report.json, cost.json,
+                                  transcript.jsonl (the conversation, without credentials)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envforge.agents.messages import Message, part_to_dict
+from envforge.errors import BadInput
+from envforge.prompts.sources import SourceFile
+from envforge.spec import EnvSpec
+from envforge.verify.report import Report
+
+PROVENANCE = "PROVENANCE.md"
+
+
+@dataclass(frozen=True)
+class PortLayout:
+    port_rel: str
+    """What the agent is told to write, relative to the workspace."""
+    main_file: str
+    """The file shown in repair prompts, relative to the workspace."""
+
+
+def port_layout(spec: EnvSpec, target: str) -> PortLayout:
+    if target == "rust":
+        return PortLayout("port", "port/src/lib.rs")
+    return PortLayout(f"port/{spec.name}.py", f"port/{spec.name}.py")
+
+
+class RunWorkspace:
+    def __init__(self, root: Path, spec: EnvSpec, target: str) -> None:
+        self.root = root.resolve()
+        self.spec = spec
+        self.layout = port_layout(spec, target)
+        self.port_dir = self.root / "port"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.port_dir.mkdir(exist_ok=True)
+
+    def copy_reference(self, sources: list[SourceFile]) -> str | None:
+        """Copy the reference files the agent may read or run; returns their folder, if any."""
+        files = [s for s in sources if s.path is not None]
+        if not files:
+            return None
+        folder = self.root / "reference"
+        folder.mkdir(exist_ok=True)
+        for source in files:
+            assert source.path is not None
+            shutil.copy2(source.path, folder / source.path.name)
+        return "reference/"
+
+    @property
+    def main_file(self) -> Path:
+        return self.root / self.layout.main_file
+
+    def port_source(self) -> str | None:
+        return self.main_file.read_text() if self.main_file.is_file() else None
+
+    def has_port(self) -> bool:
+        return any(p.is_file() for p in self.port_dir.rglob("*"))
+
+    def iteration_dir(self, number: int) -> Path:
+        return self.root / "iterations" / f"{number:02d}"
+
+    def snapshot(
+        self,
+        number: int,
+        report: Report | None,
+        messages: list[Message],
+        cost: dict[str, Any],
+    ) -> Path:
+        folder = self.iteration_dir(number)
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        shutil.copytree(self.port_dir, folder / "port", ignore=_ignore_caches)
+        if report is not None:
+            (folder / "report.json").write_text(json.dumps(report.to_dict(), indent=2))
+        (folder / "cost.json").write_text(json.dumps(cost, indent=2))
+        with (folder / "transcript.jsonl").open("w") as f:
+            for m in messages:
+                f.write(json.dumps({"role": m.role, "parts": [part_to_dict(p) for p in m.parts]}))
+                f.write("\n")
+        return folder
+
+    def restore(self, number: int) -> None:
+        """Put iteration ``number``'s port snapshot back as the current port."""
+        shutil.rmtree(self.port_dir)
+        shutil.copytree(self.iteration_dir(number) / "port", self.port_dir)
+
+
+def _ignore_caches(folder: str, names: list[str]) -> list[str]:
+    return [n for n in names if n in ("__pycache__", "target", ".pytest_cache")]
+
+
+def check_out_dir(out: Path) -> None:
+    """Refuse an --out folder we did not make: landing a port there would overwrite files."""
+    if out.exists() and (
+        not out.is_dir() or (any(out.iterdir()) and not (out / PROVENANCE).is_file())
+    ):
+        raise BadInput(
+            f"--out {out} exists and was not written by envforge translate; choose another"
+        )
+
+
+def land(workspace: RunWorkspace, out: Path, provenance: str) -> None:
+    """Copy the port to ``out`` (replacing an earlier envforge output there) with PROVENANCE.md."""
+    check_out_dir(out)
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(workspace.port_dir, out, ignore=_ignore_caches)
+    (out / PROVENANCE).write_text(provenance)
