@@ -1,0 +1,202 @@
+"""The translate → verify → repair loop, end to end on pong with a scripted model."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from envforge.agents.loop import AgentLimits
+from envforge.agents.messages import ModelRequest, ModelResponse, Usage
+from envforge.agents.scripted import ScriptedModel, reply
+from envforge.cost.ledger import Ledger
+from envforge.cost.prices import user_price
+from envforge.locate import spec_for_name
+from envforge.repair.job import TranslateJob, run_translate_job
+from envforge.repair.orchestrate import RepairConfig
+from envforge.verify.context import VerifyOptions
+
+ROOT = Path(__file__).resolve().parents[1]
+GOOD_PORT = ROOT / "generated" / "pong" / "jax" / "pong.py"
+CORRECT, PLANTED = "PADDLE_SPEED = f32(8.0)", "PADDLE_SPEED = f32(9.0)"
+USAGE = Usage(input_tokens=1000, output_tokens=200, cache_read_tokens=5000, cache_write_tokens=300)
+# 1000*3 + 200*15 + 5000*0.3 + 300*3.75 = 8625 micro-dollars per call at these rates
+PRICE = user_price("3", "15", cache_read="0.3", cache_write="3.75")
+# the whole verifier (L0-L2) at a small scale: the test must stay quick on two cores
+QUICK = RepairConfig(
+    levels=(0, 1, 2),
+    max_iters=4,
+    agent=AgentLimits(max_steps=5, max_tokens=4000),
+    verify=VerifyOptions(scale=0.01),
+)
+
+
+def _needs_pong() -> str:
+    if not GOOD_PORT.is_file() or CORRECT not in GOOD_PORT.read_text():
+        pytest.skip("the hand-written pong port is not available")
+    return GOOD_PORT.read_text()
+
+
+def test_scripted_agent_repairs_a_planted_bug_from_the_localized_finding(tmp_path: Path) -> None:
+    good = _needs_pong()
+    repair_prompts: list[str] = []
+
+    def fix_from_repair_prompt(request: ModelRequest) -> ModelResponse:
+        first = request.messages[0]
+        repair_prompts.append(first.parts[1].text)
+        return reply(
+            calls=[("edit_file", {"path": "port/pong.py", "old": PLANTED, "new": CORRECT})],
+            usage=USAGE,
+            turn=3,
+        )
+
+    model = ScriptedModel(
+        [
+            reply(
+                calls=[
+                    (
+                        "write_file",
+                        {"path": "port/pong.py", "content": good.replace(CORRECT, PLANTED)},
+                    )
+                ],
+                usage=USAGE,
+                turn=1,
+            ),
+            reply("Ported pong.", usage=USAGE, turn=2),
+            fix_from_repair_prompt,
+            reply("Fixed the paddle speed.", usage=USAGE, turn=4),
+        ],
+        name="scripted-pong",
+    )
+    ledger_path = tmp_path / "ledger.sqlite"
+    job = TranslateJob(
+        spec=spec_for_name("pong"),
+        model="scripted-pong",
+        config=QUICK,
+        budget_usd=Decimal("1"),
+        out=tmp_path / "out",
+        workspace=tmp_path / "ws",
+        job="e2e",
+        ledger=ledger_path,
+        price=PRICE,
+    )
+    outcome = run_translate_job(job, model=model)
+
+    result = outcome.result
+    assert result.status == "verified", result.message
+    assert [it.kind for it in result.iterations] == ["translate", "repair"]
+    assert result.iterations[0].verdict == "not equivalent"
+    assert result.levels_passed == [0, 1, 2]
+
+    # the repair prompt carries the localized finding: the field, and the lines assigning it
+    (prompt,) = repair_prompts
+    assert "Fields that differ: paddle_yr" in prompt
+    assert "references/pong/pong.c:" in prompt and "env->paddle_yr = clampf(" in prompt
+    port_line = next(
+        i for i, line in enumerate(good.splitlines(), 1) if line.strip().startswith("paddle_yr = ")
+    )
+    assert f"port/pong.py:{port_line}: paddle_yr = jnp.clip(" in prompt
+    assert str(tmp_path) not in prompt  # prompts never show where the run happens
+
+    # exact cost: four calls at 8625 micro-dollars each
+    with Ledger(ledger_path) as ledger:
+        entries = ledger.entries(job="e2e")
+        assert [e.purpose for e in entries] == [
+            "translate 1",
+            "translate 1",
+            "repair 2",
+            "repair 2",
+        ]
+        assert ledger.spent(job="e2e") == Decimal("0.0345")
+    assert outcome.cost_usd == Decimal("0.0345")
+
+    landed = (tmp_path / "out" / "pong.py").read_text()
+    assert landed == good
+    provenance = (tmp_path / "out" / "PROVENANCE.md").read_text()
+    assert "| verdict | verified |" in provenance
+    assert "| levels passed | L0, L1, L2 |" in provenance
+    assert "$0.0345" in provenance and "scripted-pong" in provenance
+    for n in (1, 2):
+        snapshot = tmp_path / "ws" / "iterations" / f"0{n}"
+        assert (snapshot / "port" / "pong.py").is_file()
+        assert (snapshot / "report.json").is_file() and (snapshot / "transcript.jsonl").is_file()
+
+
+def test_budget_stop_keeps_workspace_and_ledger_and_lands_an_unverified_port(
+    tmp_path: Path,
+) -> None:
+    usage = Usage(input_tokens=10_000, output_tokens=4000)  # 0.09 per call at 3/15
+    model = ScriptedModel(
+        [
+            reply(
+                calls=[("write_file", {"path": "port/NOTES.md", "content": "plan"})], usage=usage
+            ),
+            reply("never asked", usage=usage),
+        ]
+    )
+    job = TranslateJob(
+        spec=spec_for_name("pong"),
+        model="scripted",
+        config=QUICK,
+        budget_usd=Decimal("0.12"),  # the first call fits; the second could cost 0.09 + 0.06
+        out=tmp_path / "out",
+        workspace=tmp_path / "ws",
+        job="tight",
+        ledger=tmp_path / "ledger.sqlite",
+        price=PRICE,
+    )
+    outcome = run_translate_job(job, model=model)
+    assert outcome.result.status == "budget" and not outcome.result.verified
+    assert len(model.requests) == 1
+    assert outcome.cost_usd == outcome.job_spent_usd == Decimal("0.09")
+    with Ledger(tmp_path / "ledger.sqlite") as ledger:
+        assert len(ledger.entries(job="tight")) == 1
+    assert (tmp_path / "ws" / "port" / "NOTES.md").read_text() == "plan"
+    assert (tmp_path / "ws" / "iterations" / "01" / "port" / "NOTES.md").is_file()
+    provenance = (tmp_path / "out" / "PROVENANCE.md").read_text()
+    assert "NOT VERIFIED (budget:" in provenance and "| levels passed | none |" in provenance
+
+
+def test_translate_command_replays_a_recorded_run(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from envforge.agents.cassette import RecordingModel
+    from envforge.cli import app
+
+    usage = Usage(input_tokens=1000, output_tokens=100)
+    cassette = tmp_path / "run.jsonl"
+    scripted = ScriptedModel(
+        [
+            reply(calls=[("list_files", {"path": "."})], usage=usage),
+            reply("No port yet.", usage=usage),
+        ],
+        name="claude-sonnet-4-6",
+    )
+    args = ["translate", "--ref", str(ROOT / "references/pong/pong.c"), "--max-iters", "1",
+            "--levels", "0-2", "--scale", "0.01", "--max-tokens", "4000", "--max-steps", "5",
+            "--json"]  # fmt: skip
+
+    def run_once(model: str | None, name: str) -> dict[str, object]:
+        where = ["--out", str(tmp_path / name / "out"), "--workspace", str(tmp_path / name / "ws"),
+                 "--ledger", str(tmp_path / name / "ledger.sqlite")]  # fmt: skip
+        if model is None:  # the recording run: a scripted model behind a recorder
+            recorder = RecordingModel(scripted, cassette)
+            job = TranslateJob(spec=spec_for_name("pong"), model=recorder.name, config=replace(QUICK, max_iters=1),
+                               out=tmp_path / name / "out", workspace=tmp_path / name / "ws",
+                               ledger=tmp_path / name / "ledger.sqlite")  # fmt: skip
+            return run_translate_job(job, model=recorder).to_dict()
+        result = CliRunner().invoke(app, [*args, "--model", model, *where])
+        assert isinstance(result.exception, SystemExit), result.exception
+        assert result.exit_code == 1, result.output  # not verified: there is no port
+        return dict(json.loads(result.stdout))
+
+    recorded = run_once(None, "first")
+    replayed = run_once(f"replay:{cassette}", "second")
+    assert replayed["status"] == recorded["status"] == "iteration_limit"
+    assert replayed["model"] == "claude-sonnet-4-6"
+    assert replayed["cost_usd"] == recorded["cost_usd"]
+    assert Decimal(str(replayed["cost_usd"])) == Decimal("0.009")  # 2 x (1000*3 + 100*15) / 1e6
+    assert replayed["iterations"] == recorded["iterations"]
