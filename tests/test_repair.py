@@ -22,6 +22,7 @@ from envforge.verify.context import VerifyOptions
 ROOT = Path(__file__).resolve().parents[1]
 GOOD_PORT = ROOT / "generated" / "pong" / "jax" / "pong.py"
 CORRECT, PLANTED = "PADDLE_SPEED = f32(8.0)", "PADDLE_SPEED = f32(9.0)"
+OBSERVE = "def observe("
 USAGE = Usage(input_tokens=1000, output_tokens=200, cache_read_tokens=5000, cache_write_tokens=300)
 # 1000*3 + 200*15 + 5000*0.3 + 300*3.75 = 8625 micro-dollars per call at these rates
 PRICE = user_price("3", "15", cache_read="0.3", cache_write="3.75")
@@ -68,6 +69,18 @@ def test_scripted_agent_repairs_a_planted_bug_from_the_localized_finding(tmp_pat
             reply("Ported pong.", usage=USAGE, turn=2),
             fix_from_repair_prompt,
             reply("Fixed the paddle speed.", usage=USAGE, turn=4),
+            # the optimize round breaks the port: it must be undone
+            reply(
+                calls=[
+                    (
+                        "edit_file",
+                        {"path": "port/pong.py", "old": OBSERVE, "new": "def observe_fast("},
+                    )
+                ],
+                usage=USAGE,
+                turn=5,
+            ),  # fmt: skip
+            reply("Renamed for speed.", usage=USAGE, turn=6),
         ],
         name="scripted-pong",
     )
@@ -75,7 +88,7 @@ def test_scripted_agent_repairs_a_planted_bug_from_the_localized_finding(tmp_pat
     job = TranslateJob(
         spec=spec_for_name("pong"),
         model="scripted-pong",
-        config=QUICK,
+        config=replace(QUICK, optimize_rounds=1, throughput_batch=64),
         budget_usd=Decimal("1"),
         out=tmp_path / "out",
         workspace=tmp_path / "ws",
@@ -87,9 +100,15 @@ def test_scripted_agent_repairs_a_planted_bug_from_the_localized_finding(tmp_pat
 
     result = outcome.result
     assert result.status == "verified", result.message
-    assert [it.kind for it in result.iterations] == ["translate", "repair"]
+    assert [it.kind for it in result.iterations] == ["translate", "repair", "optimize"]
     assert result.iterations[0].verdict == "not equivalent"
     assert result.levels_passed == [0, 1, 2]
+    translated, repaired, optimized = result.iterations
+    assert repaired.verdict == "equivalent" and (repaired.steps_per_second or 0) > 0
+    assert optimized.verdict == "not equivalent"
+    assert optimized.finding.startswith("undone (L0") and optimized.finding.endswith(
+        "back to iteration 2"
+    )
 
     # the repair prompt carries the localized finding: the field, and the lines assigning it
     (prompt,) = repair_prompts
@@ -101,25 +120,28 @@ def test_scripted_agent_repairs_a_planted_bug_from_the_localized_finding(tmp_pat
     assert f"port/pong.py:{port_line}: paddle_yr = jnp.clip(" in prompt
     assert str(tmp_path) not in prompt  # prompts never show where the run happens
 
-    # exact cost: four calls at 8625 micro-dollars each
+    # exact cost: six calls at 8625 micro-dollars each
     with Ledger(ledger_path) as ledger:
         entries = ledger.entries(job="e2e")
-        assert [e.purpose for e in entries] == [
+        purposes = [
             "translate 1",
             "translate 1",
             "repair 2",
             "repair 2",
+            "optimize 3",
+            "optimize 3",
         ]
-        assert ledger.spent(job="e2e") == Decimal("0.0345")
-    assert outcome.cost_usd == Decimal("0.0345")
+        assert [e.purpose for e in entries] == purposes
+        assert ledger.spent(job="e2e") == Decimal("0.05175")
+    assert outcome.cost_usd == Decimal("0.05175")
 
     landed = (tmp_path / "out" / "pong.py").read_text()
     assert landed == good
     provenance = (tmp_path / "out" / "PROVENANCE.md").read_text()
     assert "| verdict | verified |" in provenance
     assert "| levels passed | L0, L1, L2 |" in provenance
-    assert "$0.0345" in provenance and "scripted-pong" in provenance
-    for n in (1, 2):
+    assert "$0.05175" in provenance and "scripted-pong" in provenance
+    for n in (1, 2, 3):
         snapshot = tmp_path / "ws" / "iterations" / f"0{n}"
         assert (snapshot / "port" / "pong.py").is_file()
         assert (snapshot / "report.json").is_file() and (snapshot / "transcript.jsonl").is_file()

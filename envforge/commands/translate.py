@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.logging import RichHandler
 from rich.table import Table
 
 from envforge.agents.loop import AgentLimits
@@ -90,6 +92,9 @@ def translate_command(
         "--price-cache-write",
         help="USD per million cache-write tokens (default: --price-in).",
     ),
+    optimize: int = typer.Option(
+        0, "--optimize", help="Speed-up episodes after the port verifies (JAX)."
+    ),
     record: Path = typer.Option(
         None, "--record", help="Record every model call to this cassette (JSONL)."
     ),
@@ -111,6 +116,7 @@ def translate_command(
         max_wall_s=None if max_minutes is None else max_minutes * 60,
         agent=AgentLimits(max_steps=max_steps, max_tokens=max_tokens),
         verify=VerifyOptions(seed=seed, scale=scale),
+        optimize_rounds=optimize,
     )
     translate_job = TranslateJob(
         spec=env_spec,
@@ -125,6 +131,7 @@ def translate_command(
         model_options=ModelOptions(record_to=record),
     )
     console = Console(stderr=True)
+    _show_retries(console)
     with console.status(f"translating {env_spec.name} to {target} with {model}") as status:
         outcome = run_translate_job(
             translate_job, progress=lambda msg: status.update(f"{env_spec.name}: {msg}")
@@ -134,6 +141,14 @@ def translate_command(
     else:
         show(outcome, Console())
     sys.exit(0 if outcome.result.verified else 1)
+
+
+def _show_retries(console: Console) -> None:
+    """Provider retries (rate limits, overload) appear above the live status line."""
+    logger = logging.getLogger("envforge.agents")
+    if not logger.handlers:
+        logger.addHandler(RichHandler(console=console, show_time=False, show_path=False))
+        logger.propagate = False
 
 
 def show(outcome: TranslateOutcome, console: Console) -> None:

@@ -19,6 +19,7 @@ from envforge.cost.budget import Budget
 from envforge.cost.ledger import Ledger
 from envforge.cost.meter import MeteredModel
 from envforge.cost.prices import Price, load_price_table
+from envforge.prompts.render import target
 from envforge.repair.orchestrate import ProgressFn, RepairConfig, RepairLoop, RepairResult
 from envforge.repair.provenance import RunIdentity, provenance_markdown
 from envforge.repair.workspace import check_out_dir, land
@@ -94,6 +95,7 @@ def run_translate_job(
     progress: ProgressFn | None = None,
 ) -> TranslateOutcome:
     """Run a job. ``model`` overrides ``job.model`` (tests pass a scripted model)."""
+    target(job.config.target)
     if job.out is not None:
         check_out_dir(job.out)
     live = model if model is not None else open_model(job.model, job.model_options)

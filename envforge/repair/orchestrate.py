@@ -46,6 +46,10 @@ class RepairConfig:
     """Wall-clock limit of the whole run."""
     agent: AgentLimits = field(default_factory=AgentLimits)
     verify: VerifyOptions = field(default_factory=VerifyOptions)
+    optimize_rounds: int = 0
+    """Episodes asking for speed once verified (JAX ports); a round that breaks verification
+    or is not faster is undone."""
+    throughput_batch: int = 4096
 
     @property
     def all_levels(self) -> list[int]:
@@ -64,7 +68,7 @@ class RepairConfig:
 class Iteration:
     number: int
     kind: str
-    """translate | repair"""
+    """translate | repair | optimize"""
     agent_status: str
     steps: int
     verdict: str
@@ -74,6 +78,8 @@ class Iteration:
     cost_usd: Decimal
     finding: str
     """One line: the finding the next repair prompt is built from (empty when verified)."""
+    steps_per_second: float | None = None
+    """Measured throughput (optimize rounds and the verified port they start from)."""
 
     def to_dict(self) -> dict[str, Any]:
         u = self.usage
@@ -87,6 +93,7 @@ class Iteration:
             "calls": self.calls,
             "cost_usd": str(self.cost_usd),
             "finding": self.finding,
+            "steps_per_second": self.steps_per_second,
             "usage": {
                 "input": u.input_tokens,
                 "output": u.output_tokens,
@@ -212,50 +219,61 @@ class RepairLoop:
         first = user(self.prompt.context, task, cache_first=True)
         return agent.run(self.prompt.system, first)
 
+    def attempt(
+        self, number: int, kind: str, task: str
+    ) -> tuple[Iteration, AgentResult, Report | None, Finding | None]:
+        """One agent episode, then the verifier; recorded and snapshotted as iteration ``number``."""
+        calls, usage, cost = self.model.calls, self.model.usage, self.model.cost_usd
+        self.progress(f"{kind} {number}: agent working")
+        try:
+            episode = self.episode(task, f"{kind} {number}")
+        except ModelError as e:
+            episode = AgentResult("model_error", str(e), 0, [])
+        self.progress(f"{kind} {number}: verifying")
+        report, finding = self.check(self.config.all_levels)
+        record = Iteration(
+            number=number,
+            kind=kind,
+            agent_status=episode.status,
+            steps=episode.steps,
+            verdict=report.verdict if report else "no port",
+            level_status={lv.level: lv.status for lv in report.levels} if report else {},
+            calls=self.model.calls - calls,
+            usage=_minus(self.model.usage, usage),
+            cost_usd=self.model.cost_usd - cost,
+            finding=_one_line(finding),
+        )
+        self.ws.snapshot(number, report, episode.messages, record.to_dict())
+        self.progress(f"{kind} {number}: {record.verdict} [${self.model.cost_usd:.4f}]")
+        return record, episode, report, finding
+
+    def out_of_time(self) -> bool:
+        limit = self.config.max_wall_s
+        return limit is not None and time.monotonic() - self.started >= limit
+
     def run(self) -> RepairResult:
         iterations: list[Iteration] = []
         task, kind = self.prompt.task, "translate"
         report: Report | None = None
-        status, message = (
-            "iteration_limit",
-            f"not verified after {self.config.max_iters} iterations",
-        )
+        status = "iteration_limit"
+        message = f"not verified after {self.config.max_iters} iterations"
         for number in range(1, self.config.max_iters + 1):
-            calls, usage, cost = self.model.calls, self.model.usage, self.model.cost_usd
-            self.progress(f"{kind} {number}: agent working")
-            try:
-                episode = self.episode(task, f"{kind} {number}")
-            except ModelError as e:
-                episode = AgentResult("model_error", str(e), 0, [])
-            self.progress(f"{kind} {number}: verifying")
-            report, finding = self.check(self.config.all_levels)
-            record = Iteration(
-                number,
-                kind,
-                episode.status,
-                episode.steps,
-                report.verdict if report else "no port",
-                {lv.level: lv.status for lv in report.levels} if report else {},
-                self.model.calls - calls,
-                _minus(self.model.usage, usage),
-                self.model.cost_usd - cost,
-                _one_line(finding),
-            )
+            record, episode, report, finding = self.attempt(number, kind, task)
             iterations.append(record)
-            self.ws.snapshot(number, report, episode.messages, record.to_dict())
-            self.progress(f"{kind} {number}: {record.verdict} [${self.model.cost_usd:.4f}]")
             if finding is None:
                 status, message = "verified", f"verified at levels {self.config.levels_text}"
                 break
             if episode.status in ("budget", "model_error"):
                 status, message = episode.status, episode.message
                 break
-            if self.config.max_wall_s is not None and (
-                time.monotonic() - self.started >= self.config.max_wall_s
-            ):
+            if self.out_of_time():
                 status, message = "time_limit", f"time limit {self.config.max_wall_s:.0f}s reached"
                 break
             task, kind = self.repair_prompt(report, finding, number), "repair"
+        if status == "verified" and self.config.optimize_rounds > 0:
+            from envforge.repair.optimize import optimize
+
+            report = optimize(self, iterations, report)
         return RepairResult(status, message, iterations, report, self.ws.root)
 
 
