@@ -167,6 +167,11 @@ def _anthropic_ok(
 
 
 def _anthropic_error(status: int, kind: str) -> dict[str, Any]:
+    if kind == "auth":  # some APIs echo the key they rejected: it must not reach our messages
+        return {
+            "type": "error",
+            "error": {"type": "authentication_error", "message": f"bad key {SECRET}"},
+        }
     types = {
         "auth": "authentication_error",
         "model": "not_found_error",

@@ -8,6 +8,7 @@ module then retries transient ones with exponential backoff and turns the rest i
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 from collections.abc import Callable
@@ -151,6 +152,25 @@ def retry_after(headers: object) -> float | None:
         return None
 
 
+CREDENTIAL_VARIABLES = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+)
+
+
+def redact(text: str) -> str:
+    """Blank out any configured key that a provider echoed back in an error message."""
+    for variable in CREDENTIAL_VARIABLES:
+        secret = os.environ.get(variable, "")
+        if len(secret) >= 8:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
 def one_line(text: object, limit: int = 300) -> str:
-    line = " ".join(str(text).split())
+    """An error message as one short line, without credentials."""
+    line = redact(" ".join(str(text).split()))
     return line if len(line) <= limit else line[: limit - 3] + "..."
