@@ -297,3 +297,18 @@ def _extract_module(wheels: Path, name: str, library: Path) -> None:
         tmp = library.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(wheel.read(members[0]))
     tmp.replace(library)  # atomic: a concurrent reader never loads half a library
+
+
+def fetch_workspace_dependencies(workspace: Path, max_depth: int = 3) -> list[str]:
+    """Vendor the dependencies of every crate in a workspace (before a sandboxed command runs
+    there without network). Returns the problems met, for the caller to show or ignore."""
+    problems = []
+    for manifest in sorted(workspace.rglob("Cargo.toml")):
+        rel = manifest.relative_to(workspace).parts
+        if len(rel) > max_depth or any(p == "target" or p.startswith(".") for p in rel):
+            continue
+        try:
+            fetch_dependencies(manifest.parent)
+        except (BadInput, ContractViolation) as e:
+            problems.append(f"{manifest.parent}: {e}")
+    return problems

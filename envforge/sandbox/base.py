@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from envforge.errors import EnvforgeError
+
 SECRET_VARIABLE = re.compile(r"(API_KEY|_TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
 PROVIDER_VARIABLE_PREFIXES = ("ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_")
 
@@ -23,6 +25,12 @@ class SandboxLimits:
     """Virtual memory per process (XLA reserves a lot of address space, so not too low)."""
     output_chars: int = 12000
     """Output kept (head and tail) for the model; the rest is cut out of the middle."""
+    max_pids: int = 512
+    """Tasks (processes and threads) alive at once: a fork bomb stops here."""
+    memory_mb: int = 8192
+    """Docker: the container's memory limit (swap included)."""
+    cpus: float = 2.0
+    """Docker: CPU quota, in cores."""
 
 
 @dataclass(frozen=True)
@@ -70,11 +78,54 @@ def read_clipped(sink: BinaryIO, limit: int) -> tuple[str, bool]:
     return text + tail.decode(errors="replace"), True
 
 
+class SandboxError(EnvforgeError):
+    """The sandbox itself failed (could not start a container, for example)."""
+
+
+class ServerProcess(ABC):
+    """A long-lived process started in a sandbox (a driver server), seen like a child process."""
+
+    pid: int | None = None
+
+    @abstractmethod
+    def is_alive(self) -> bool: ...
+
+    @property
+    @abstractmethod
+    def exitcode(self) -> int | None:
+        """None while running; minus the signal number when a signal (or the OOM killer) ended it."""
+
+    @abstractmethod
+    def join(self, timeout: float | None = None) -> None: ...
+
+    @abstractmethod
+    def kill(self) -> None:
+        """Kill it and everything it started."""
+
+    def cleanup(self) -> None:  # noqa: B027 - optional hook
+        """Release what the sandbox held for it (container, cgroup); the process is dead."""
+
+
 class Sandbox(ABC):
-    """Runs a command with ``cwd`` = the workspace, under limits, never raising for its failure."""
+    """Runs a command with ``cwd`` = the workspace, under limits, never raising for its failure.
+
+    ``start_server`` starts a long-lived process instead (the verifier's driver servers, see
+    envforge/sandbox/driver.py): ``scratch`` is its only writable directory besides the build
+    cache, ``readable`` lists what it must be able to read (a sandbox may hide the rest).
+    """
+
+    kind = "sandbox"
 
     def __init__(self, limits: SandboxLimits | None = None) -> None:
         self.limits = limits or SandboxLimits()
 
     @abstractmethod
     def run(self, command: str, workspace: Path) -> CommandResult: ...
+
+    @abstractmethod
+    def start_server(
+        self, argv: list[str], scratch: Path, env: dict[str, str], readable: tuple[Path, ...] = ()
+    ) -> ServerProcess: ...
+
+    def describe(self) -> str:
+        return self.kind

@@ -1,0 +1,273 @@
+"""The docker sandbox: each command or driver server runs in a fresh container.
+
+Containers have no network (``network_mode=none``), a read-only root, memory / CPU / pids
+limits, no capabilities, no-new-privileges, and run as an unprivileged user. The only writable
+places are the workspace (commands) or scratch directory (servers), a small ``/tmp`` tmpfs and
+the sandbox's own build cache ``$ENVFORGE_CACHE/docker`` (so a container never writes into the
+host's cache; it reads the host's built modules and vendored crates). The image is imported
+locally, see envforge/sandbox/image.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shlex
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from envforge.backends.rust_build import fetch_workspace_dependencies, rust_cache
+from envforge.errors import BadInput
+from envforge.sandbox.base import (
+    CommandResult,
+    Sandbox,
+    SandboxError,
+    SandboxLimits,
+    ServerProcess,
+    read_clipped,
+)
+from envforge.sandbox.image import ensure_image, sandbox_user, system_mounts
+from envforge.sandbox.paths import container_environment, host_rust_cache, python_roots, rust_roots
+
+MB = 1024 * 1024
+LABEL = "envforge.sandbox"
+CLIENT_TIMEOUT_S = 60
+
+
+@lru_cache(maxsize=1)
+def docker_client() -> Any:
+    """A client of the local engine, or BadInput naming why there is none."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=CLIENT_TIMEOUT_S)
+        client.ping()
+    except Exception as e:  # noqa: BLE001 - any failure means: no engine
+        raise BadInput(f"no docker engine answered ({type(e).__name__}: {e})") from None
+    return client
+
+
+def docker_available() -> bool:
+    try:
+        docker_client()
+    except BadInput:
+        return False
+    return True
+
+
+def realm_cache() -> Path:
+    """The docker sandbox's own cache root, owned by the container user."""
+    root = rust_cache().root.parent / "docker"
+    if not root.is_dir():
+        root.mkdir(parents=True)
+        _give_to_sandbox_user(root)
+    return root
+
+
+def _give_to_sandbox_user(path: Path) -> None:
+    """Make a host directory writable by the container user (chown when we are root)."""
+    uid, gid = sandbox_user()
+    if os.getuid() != 0:
+        return
+    for root, dirs, files in os.walk(path):
+        for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
+            try:
+                if os.lstat(name).st_uid != uid:
+                    os.lchown(name, uid, gid)
+            except FileNotFoundError:
+                pass
+
+
+class DockerSandbox(Sandbox):
+    kind = "docker"
+
+    def __init__(self, limits: SandboxLimits | None = None) -> None:
+        super().__init__(limits)
+        self.client = docker_client()
+        self.image = ensure_image(self.client)
+
+    def describe(self) -> str:
+        uid, _ = sandbox_user()
+        lim = self.limits
+        return (
+            f"docker ({self.image}, no network, read-only root, {lim.memory_mb} MB, "
+            f"{lim.cpus:g} CPUs, {lim.max_pids} pids, uid {uid})"
+        )
+
+    # ---- containers --------------------------------------------------------------------------
+    def _volumes(self, writable: list[Path], readable: tuple[Path, ...]) -> dict[str, dict]:
+        _, host_lib, host_vendor = host_rust_cache()
+        for path in (host_lib, host_vendor):
+            path.mkdir(parents=True, exist_ok=True)
+        volumes: dict[str, dict] = {}
+        read_only = [*system_mounts(), *python_roots(), *rust_roots(), host_lib, host_vendor]
+        for path in [*read_only, *readable]:
+            volumes[str(path)] = {"bind": str(path), "mode": "ro"}
+        for path in [*writable, realm_cache()]:
+            volumes[str(path)] = {"bind": str(path), "mode": "rw"}
+        return volumes
+
+    def _environment(self, scratch: Path, extra: dict[str, str]) -> dict[str, str]:
+        _, host_lib, host_vendor = host_rust_cache()
+        cache = {
+            "ENVFORGE_CACHE": str(realm_cache()),
+            "ENVFORGE_RUST_VENDOR": str(host_vendor),
+            "ENVFORGE_RUST_PREBUILT": str(host_lib),
+        }
+        return container_environment(scratch, {**cache, **extra})
+
+    def _start(
+        self,
+        command: list[str],
+        cwd: Path,
+        scratch: Path,
+        writable: list[Path],
+        readable: tuple[Path, ...],
+        env: dict[str, str],
+    ) -> Any:
+        import docker.errors
+        import docker.types
+
+        uid, gid = sandbox_user()
+        lim = self.limits
+        file_size = lim.file_size_mb * MB
+        container = self.client.containers.create(
+            self.image,
+            command,
+            working_dir=str(cwd),
+            user=f"{uid}:{gid}",
+            environment=self._environment(scratch, env),
+            volumes=self._volumes(writable, readable),
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": "size=256m,mode=1777"},
+            mem_limit=f"{lim.memory_mb}m",
+            memswap_limit=f"{lim.memory_mb}m",
+            nano_cpus=int(lim.cpus * 1e9),
+            pids_limit=lim.max_pids,
+            ulimits=[docker.types.Ulimit(name="fsize", soft=file_size, hard=file_size)],
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            init=True,
+            labels={LABEL: "1"},
+        )
+        try:
+            container.start()
+        except docker.errors.APIError as e:
+            container.remove(force=True)
+            raise SandboxError(
+                f"docker could not start the container: {e.explanation or e}"
+            ) from None
+        return container
+
+    # ---- commands ----------------------------------------------------------------------------
+    def run(self, command: str, workspace: Path) -> CommandResult:
+        import requests.exceptions
+
+        fetch_workspace_dependencies(workspace)  # on the host: the container has no network
+        _give_to_sandbox_user(workspace)
+        scratch = Path(tempfile.mkdtemp(prefix="envforge-sbx-"))
+        _give_to_sandbox_user(scratch)
+        try:
+            container = self._start(
+                ["/bin/sh", "-c", command], workspace, scratch, [workspace, scratch], (), {}
+            )
+        except SandboxError as e:
+            shutil.rmtree(scratch, ignore_errors=True)
+            return CommandResult(None, f"[sandbox failed] {e}")
+        timed_out = False
+        try:
+            try:
+                status = container.wait(timeout=self.limits.wall_s)
+                exit_code: int | None = _signed(status.get("StatusCode", -1))
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                timed_out, exit_code = True, None
+                container.kill()
+            sink = io.BytesIO(container.logs(stdout=True, stderr=True))
+            output, truncated = read_clipped(sink, self.limits.output_chars)
+            if _oom_killed(container):
+                output += f"\n[killed: out of memory (limit {self.limits.memory_mb} MB)]"
+        finally:
+            container.remove(force=True)
+            shutil.rmtree(scratch, ignore_errors=True)
+        return CommandResult(exit_code, output, timed_out, truncated)
+
+    # ---- servers -----------------------------------------------------------------------------
+    def start_server(
+        self, argv: list[str], scratch: Path, env: dict[str, str], readable: tuple[Path, ...] = ()
+    ) -> ServerProcess:
+        _give_to_sandbox_user(scratch)
+        out = shlex.quote(str(scratch / "server.out"))
+        shell = f"exec {shlex.join(argv)} > {out} 2>&1"
+        container = self._start(
+            ["/bin/sh", "-c", shell], scratch, scratch, [scratch], readable, env
+        )
+        return DockerServer(container, scratch, self.limits.memory_mb)
+
+
+class DockerServer(ServerProcess):
+    def __init__(self, container: Any, scratch: Path, memory_mb: int) -> None:
+        self.container = container
+        self.scratch = scratch
+        self.memory_mb = memory_mb
+        self._noted = False
+
+    def _state(self) -> dict:
+        import docker.errors
+
+        try:
+            self.container.reload()
+        except docker.errors.NotFound:
+            return {"Status": "removed", "ExitCode": -9}
+        state: dict = self.container.attrs.get("State", {})
+        return state
+
+    def is_alive(self) -> bool:
+        return self._state().get("Status") in ("created", "running", "restarting")
+
+    @property
+    def exitcode(self) -> int | None:
+        state = self._state()
+        if state.get("Status") in ("created", "running", "restarting"):
+            return None
+        if state.get("OOMKilled") and not self._noted:
+            self._noted = True  # the finding shows the log tail: say why the server died there
+            with open(self.scratch / "server.out", "a") as log:
+                log.write(f"\n[sandbox] killed: out of memory (limit {self.memory_mb} MB)\n")
+        return _signed(int(state.get("ExitCode", -1)))
+
+    def join(self, timeout: float | None = None) -> None:
+        import requests.exceptions
+
+        try:
+            self.container.wait(timeout=timeout)
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            pass
+        except Exception:  # noqa: BLE001 - a removed container has nothing to wait for
+            pass
+
+    def kill(self) -> None:
+        with contextlib.suppress(Exception):  # already dead or removed
+            self.container.kill()
+        self.join(10)
+
+    def cleanup(self) -> None:
+        with contextlib.suppress(Exception):  # already removed
+            self.container.remove(force=True)
+
+
+def _signed(status: int) -> int:
+    """Docker's 128+n for a signal n as Python's -n (what IsolatedDriver reports)."""
+    return -(status - 128) if 128 < status < 160 else status
+
+
+def _oom_killed(container: Any) -> bool:
+    try:
+        container.reload()
+    except Exception:  # noqa: BLE001
+        return False
+    return bool(container.attrs.get("State", {}).get("OOMKilled"))

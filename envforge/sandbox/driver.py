@@ -1,0 +1,163 @@
+"""A Driver whose implementation runs in a sandbox: the isolated driver, launched differently.
+
+The server is ``python -m envforge.sandbox.serve <scratch>`` started by ``Sandbox.start_server``
+(a confined child process, or a container); the host talks to it over a Unix socket in the
+scratch directory. Everything else — per-call timeouts, crash and timeout findings with the
+server's stderr — is :class:`IsolatedDriver`'s. Replies are unpickled with an allow-list: code
+in the sandbox can write anything to its end of the socket, and a plain unpickle would run it on
+the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Client, Connection
+from pathlib import Path
+from typing import Any
+
+from envforge.backends.base import Driver
+from envforge.backends.isolated import IsolatedDriver
+from envforge.backends.recipe import Recipe
+from envforge.backends.rust_build import fetch_dependencies
+from envforge.errors import DriverCrashed, DriverTimeout
+from envforge.sandbox.base import Sandbox, SandboxError
+from envforge.sandbox.serve import AUTHKEY, LOG, RECIPE, SOCKET
+
+CONNECT_TIMEOUT_S = 120.0
+ALLOWED_GLOBALS = {
+    ("numpy", "dtype"),
+    ("numpy", "ndarray"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "scalar"),
+    ("numpy._core.numeric", "_frombuffer"),
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"),
+    ("numpy.core.numeric", "_frombuffer"),
+    ("envforge.backends.base", "Transition"),
+}
+
+
+class _ReplyUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in ALLOWED_GLOBALS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"sandboxed driver sent a forbidden object {module}.{name}")
+
+
+class ReplyConnection:
+    """The host's end of the socket: sends as usual, unpickles replies with the allow-list."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def send(self, obj: Any) -> None:
+        self._conn.send(obj)
+
+    def poll(self, timeout: float) -> bool:
+        return self._conn.poll(timeout)
+
+    def recv(self) -> Any:
+        data = self._conn.recv_bytes()
+        try:
+            return _ReplyUnpickler(io.BytesIO(data)).load()
+        except Exception as e:  # noqa: BLE001 - any malformed reply is the server's failure
+            return ("raise", "ContractViolation", f"unreadable reply: {e}", "")
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class SandboxedDriver(IsolatedDriver):
+    def __init__(
+        self,
+        recipe: Recipe,
+        sandbox: Sandbox,
+        timeout_s: float = 120.0,
+        build_timeout_s: float = 600.0,
+    ) -> None:
+        Driver.__init__(self, recipe.spec)
+        self.side = recipe.side
+        self.recipe = recipe
+        self.timeout_s = timeout_s
+        self.sandbox = sandbox
+        if recipe.kind == "rust":  # on the host, with network; the build itself runs sandboxed
+            fetch_dependencies(Path(recipe.target))
+        self._scratch = Path(tempfile.mkdtemp(prefix=f"envforge-{recipe.side}-"))
+        self._log_path = str(self._scratch / LOG)
+        authkey = os.urandom(32)
+        (self._scratch / RECIPE).write_bytes(pickle.dumps(recipe))
+        (self._scratch / AUTHKEY).write_bytes(authkey)
+        argv = [sys.executable, "-m", "envforge.sandbox.serve", str(self._scratch)]
+        target = Path(recipe.target)
+        readable = (target,) if target.exists() else ()
+        try:
+            self._server = sandbox.start_server(argv, self._scratch, dict(recipe.env), readable)
+        except SandboxError as e:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            raise DriverCrashed(self.side, "build", str(e)) from None
+        self._proc = self._server  # type: ignore[assignment]  # the same interface, sandboxed
+        try:
+            self._conn = self._connect(authkey, CONNECT_TIMEOUT_S)  # type: ignore[assignment]
+            info = self._call_raw("build", build_timeout_s)
+        except BaseException:
+            self._release()
+            raise
+        self._describe = info["describe"]
+        self._sources = [Path(p) for p in info["sources"]]
+
+    def _connect(self, authkey: bytes, timeout: float) -> ReplyConnection:
+        socket_path = self._scratch / SOCKET
+        deadline = time.monotonic() + timeout
+        while True:
+            if socket_path.exists():
+                try:
+                    return ReplyConnection(Client(str(socket_path), "AF_UNIX", authkey=authkey))
+                except (ConnectionRefusedError, FileNotFoundError):
+                    pass  # bound, not yet listening
+            if not self._server.is_alive():
+                raise DriverCrashed(
+                    self.side,
+                    "build",
+                    f"sandboxed server exited before serving (exit code {self._server.exitcode})",
+                    self._startup_output(),
+                )
+            if time.monotonic() > deadline:
+                self._kill()
+                raise DriverTimeout(
+                    self.side, "build", f"sandboxed server not up within {timeout:g} s"
+                )
+            time.sleep(0.02)
+
+    def _startup_output(self, limit: int = 2000) -> str:
+        text = ""
+        for name in ("server.out", LOG):
+            with contextlib.suppress(OSError):
+                text += (self._scratch / name).read_text(errors="replace")
+        return text[-limit:]
+
+    def _stderr_tail(self, limit: int = 2000) -> str:
+        return self._startup_output(limit)
+
+    def _kill(self) -> None:
+        self._server.kill()
+
+    def _release(self) -> None:
+        self._server.kill()
+        self._server.cleanup()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def describe(self) -> str:
+        return f"{self._describe} (sandbox: {self.sandbox.describe()})"
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._release()

@@ -1,0 +1,86 @@
+"""What a sandboxed child needs from the host: its environment, the toolchain, the build caches."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+import envforge
+from envforge.backends.rust_build import rust_cache, toolchain
+from envforge.errors import BadInput
+from envforge.sandbox.base import command_environment
+
+PASSED_VARIABLES = ("LANG", "LC_ALL", "TZ", "RAYON_NUM_THREADS", "OMP_NUM_THREADS")
+PASSED_PREFIXES = ("JAX_", "XLA_", "ENVFORGE_", "PYTHON")
+
+
+def tool_directories() -> list[str]:
+    """The Rust toolchain's bin directory (not rustup's proxies) and this Python's."""
+    out = [str(Path(sys.executable).parent)]
+    with contextlib.suppress(BadInput):
+        out.insert(0, str(toolchain().bin_dir))
+    return out
+
+
+def child_environment(scratch: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The host environment without credentials, with HOME and TMPDIR in the scratch dir."""
+    env = command_environment()
+    env.update(_common(scratch, env.get("PATH", "/usr/bin:/bin")))
+    env.update(extra or {})
+    return env
+
+
+def container_environment(scratch: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A short, explicit environment for a container (the host's PATH means nothing there)."""
+    host = command_environment()
+    env = {k: v for k, v in host.items() if k in PASSED_VARIABLES or k.startswith(PASSED_PREFIXES)}
+    env.update(_common(scratch, "/usr/local/bin:/usr/bin:/bin"))
+    env.update(extra or {})
+    return env
+
+
+def _common(scratch: Path, path: str) -> dict[str, str]:
+    return {
+        "HOME": str(scratch),
+        "TMPDIR": str(scratch),
+        "PATH": os.pathsep.join([*tool_directories(), path]),
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+def python_roots() -> list[Path]:
+    """Directories that hold this interpreter, its packages and envforge itself."""
+    roots = [
+        Path(sys.base_prefix).resolve(),
+        Path(sys.prefix).resolve(),
+        Path(sys.executable).resolve().parent.parent,
+        Path(envforge.__file__).resolve().parent.parent,
+    ]
+    return outermost(roots)
+
+
+def rust_roots() -> list[Path]:
+    """The toolchain's sysroot, when there is one."""
+    try:
+        return [toolchain().bin_dir.parent]
+    except BadInput:
+        return []
+
+
+def host_rust_cache() -> tuple[Path, Path, Path]:
+    """(cache root, built modules, vendored crates) of the host's Rust build cache."""
+    cache = rust_cache()
+    return cache.root, cache.lib, cache.vendor
+
+
+def outermost(paths: list[Path]) -> list[Path]:
+    """Distinct paths, dropping any that lies inside another one."""
+    unique = sorted(set(paths), key=lambda p: len(p.parts))
+    out: list[Path] = []
+    for p in unique:
+        if not any(p == q or q in p.parents for q in out):
+            out.append(p)
+    return out
