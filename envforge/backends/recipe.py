@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envforge.backends.base import Driver
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
+
+if TYPE_CHECKING:
+    from envforge.sandbox.base import Sandbox
 
 STRICT_XLA_FLAGS = "--xla_cpu_max_isa=SSE4_2"
 
@@ -94,8 +98,17 @@ def build_driver(recipe: Recipe) -> Driver:
     return driver
 
 
-def open_driver(recipe: Recipe, isolate: bool = True, timeout_s: float | None = None) -> Driver:
-    """Build a driver, by default in its own process (see backends/isolated.py)."""
+def open_driver(
+    recipe: Recipe,
+    isolate: bool = True,
+    timeout_s: float | None = None,
+    sandbox: Sandbox | None = None,
+) -> Driver:
+    """Build a driver, by default in its own process (see backends/isolated.py), or in a sandbox."""
+    if sandbox is not None:
+        from envforge.sandbox.driver import SandboxedDriver
+
+        return SandboxedDriver(recipe, sandbox, timeout_s=timeout_s or recipe.spec.verify.timeout_s)
     if not isolate:
         return build_driver(recipe)
     from envforge.backends.isolated import IsolatedDriver

@@ -25,6 +25,8 @@ class VerifyOptions:
     timeout_s: float | None = None
     strict_float: bool | None = None
     both_directions: bool = False
+    sandbox: str | None = None
+    """Where the port's driver runs: "process", "docker", or None/"none" (a plain child process)."""
 
 
 @dataclass

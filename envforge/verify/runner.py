@@ -10,6 +10,7 @@ from pathlib import Path
 from envforge.backends.base import Driver
 from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
 from envforge.errors import BadInput, DriverFailure
+from envforge.sandbox.select import open_sandbox
 from envforge.spec import EnvSpec
 from envforge.verify.context import VerifyContext, VerifyOptions
 from envforge.verify.findings import Finding
@@ -66,12 +67,15 @@ class DriverPair:
         self.port_recipe = port_recipe(spec, port, options.strict_float)
         self.ref: Driver | None = None
         self.port: Driver | None = None
+        self.sandbox = open_sandbox(options.sandbox)
 
     def open(self) -> tuple[Driver, Driver]:
         if self.ref is None:
             self.ref = open_driver(self.ref_recipe, self.options.isolate, self.options.timeout_s)
         if self.port is None:
-            self.port = open_driver(self.port_recipe, self.options.isolate, self.options.timeout_s)
+            self.port = open_driver(
+                self.port_recipe, self.options.isolate, self.options.timeout_s, self.sandbox
+            )
         return self.ref, self.port
 
     def drop(self, side: str) -> None:
