@@ -188,6 +188,8 @@ def test_cost_command_reports_by_job_model_and_day(tmp_path: Path) -> None:
             )
         )
     runner = CliRunner()
+    nothing = runner.invoke(app, ["cost", "--ledger", str(tmp_path / "none.sqlite"), "--json"])
+    assert json.loads(nothing.output)["rows"] == [] and not (tmp_path / "none.sqlite").exists()
     table = runner.invoke(app, ["cost", "--ledger", str(path)])
     assert table.exit_code == 0 and "pong-1" in table.output and "0.0068" in table.output
     as_json = runner.invoke(app, ["cost", "--ledger", str(path), "--by", "model", "--json"])

@@ -66,7 +66,8 @@ def test_scripted_agent_repairs_a_planted_bug_from_the_localized_finding(tmp_pat
                 usage=USAGE,
                 turn=1,
             ),
-            reply("Ported pong.", usage=USAGE, turn=2),
+            reply(calls=[("run_verify", {"levels": "0"})], usage=USAGE, turn=2),
+            reply("Ported pong; it loads.", usage=USAGE, turn=3),
             fix_from_repair_prompt,
             reply("Fixed the paddle speed.", usage=USAGE, turn=4),
             # the optimize round breaks the port: it must be undone
@@ -120,10 +121,15 @@ def test_scripted_agent_repairs_a_planted_bug_from_the_localized_finding(tmp_pat
     assert f"port/pong.py:{port_line}: paddle_yr = jnp.clip(" in prompt
     assert str(tmp_path) not in prompt  # prompts never show where the run happens
 
-    # exact cost: six calls at 8625 micro-dollars each
+    # the agent's own run_verify ran the real verifier on its workspace port
+    verify_output = model.requests[2].messages[-1].tool_results[0].content
+    assert verify_output.startswith("verdict: equivalent") and "L0 contract: pass" in verify_output
+
+    # exact cost: seven calls at 8625 micro-dollars each
     with Ledger(ledger_path) as ledger:
         entries = ledger.entries(job="e2e")
         purposes = [
+            "translate 1",
             "translate 1",
             "translate 1",
             "repair 2",
@@ -132,15 +138,15 @@ def test_scripted_agent_repairs_a_planted_bug_from_the_localized_finding(tmp_pat
             "optimize 3",
         ]
         assert [e.purpose for e in entries] == purposes
-        assert ledger.spent(job="e2e") == Decimal("0.05175")
-    assert outcome.cost_usd == Decimal("0.05175")
+        assert ledger.spent(job="e2e") == Decimal("0.060375")
+    assert outcome.cost_usd == Decimal("0.060375")
 
     landed = (tmp_path / "out" / "pong.py").read_text()
     assert landed == good
     provenance = (tmp_path / "out" / "PROVENANCE.md").read_text()
     assert "| verdict | verified |" in provenance
     assert "| levels passed | L0, L1, L2 |" in provenance
-    assert "$0.05175" in provenance and "scripted-pong" in provenance
+    assert "$0.060375" in provenance and "scripted-pong" in provenance
     for n in (1, 2, 3):
         snapshot = tmp_path / "ws" / "iterations" / f"0{n}"
         assert (snapshot / "port" / "pong.py").is_file()

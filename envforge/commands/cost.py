@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -24,9 +25,11 @@ def cost_command(
     """Report spending recorded in the cost ledger."""
     if by not in GROUPINGS:
         raise BadInput(f"--by: expected one of {', '.join(GROUPINGS)}, got {by!r}")
-    path = ledger or default_ledger_path()
-    with Ledger(path) as book:
-        rows = book.summary(by, job=job)  # type: ignore[arg-type]
+    path = Path(ledger) if ledger else default_ledger_path()
+    rows: list[SummaryRow] = []
+    if path.exists():  # reporting never creates a ledger
+        with Ledger(path) as book:
+            rows = book.summary(by, job=job)  # type: ignore[arg-type]
     total = sum((r.cost_usd for r in rows), Decimal(0))
     if as_json:
         print(
