@@ -67,9 +67,10 @@ def wire_request(model: str, request: ModelRequest) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens,
-        "system": [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}],
         "messages": [_message(m, cache_last=i == last) for i, m in enumerate(request.messages)],
     }
+    if request.system:  # the API refuses empty text blocks
+        kwargs["system"] = [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}]
     if request.tools:
         kwargs["tools"] = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters}
