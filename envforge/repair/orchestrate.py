@@ -24,12 +24,13 @@ from envforge.cost.meter import MeteredModel
 from envforge.errors import BadInput
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import reference_sources
+from envforge.repair.workspace import RunWorkspace
 from envforge.sandbox.base import Sandbox
 from envforge.spec import EnvSpec
 from envforge.verify.context import VerifyOptions
 from envforge.verify.findings import Finding
 from envforge.verify.report import Report
-from envforge.verify.runner import verify
+from envforge.verify.runner import parse_levels, verify
 
 ProgressFn = Callable[[str], None]
 
@@ -133,8 +134,6 @@ class RepairLoop:
         sandbox: Sandbox | None = None,
         progress: ProgressFn | None = None,
     ) -> None:
-        from envforge.repair.workspace import RunWorkspace
-
         self.spec = spec
         self.model = model
         self.config = config or RepairConfig()
@@ -177,8 +176,6 @@ class RepairLoop:
 
     def verify_text(self, levels: str) -> str:
         """run_verify for the agent."""
-        from envforge.verify.runner import parse_levels
-
         try:
             wanted = parse_levels(levels)
         except BadInput as e:
@@ -186,7 +183,8 @@ class RepairLoop:
         report, finding = self.check(wanted)
         if report is None:
             assert finding is not None
-            return prompts.missing_port_task(finding.message, self.ws.layout.port_rel)
+            message = prompts.scrub_paths(finding.message, self.roots)
+            return prompts.missing_port_task(message, self.ws.layout.port_rel)
         return prompts.verify_result(report, self.roots)
 
     def repair_prompt(self, report: Report | None, finding: Finding, number: int) -> str:
@@ -212,10 +210,11 @@ class RepairLoop:
             left = self.config.max_wall_s - (time.monotonic() - self.started)
             limits = AgentLimits(limits.max_steps, min(limits.max_wall_s, left), limits.max_tokens)
         self.model.purpose = purpose
-        cost = lambda: f"${self.model.cost_usd:.4f}"  # noqa: E731
-        agent = Agent(
-            self.model, self.tools, limits, lambda m: self.progress(f"{purpose}: {m} [{cost()}]")
-        )
+
+        def on_event(message: str) -> None:
+            self.progress(f"{purpose}: {message} [${self.model.cost_usd:.4f}]")
+
+        agent = Agent(self.model, self.tools, limits, on_event)
         first = user(self.prompt.context, task, cache_first=True)
         return agent.run(self.prompt.system, first)
 
