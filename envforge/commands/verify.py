@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from envforge.locate import default_port, spec_for_name, spec_for_reference
+from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_levels, verify
 
@@ -41,6 +42,7 @@ def verify_command(
     both_directions: bool = typer.Option(
         False, "--both-directions", help="L4: also train on the reference."
     ),
+    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Verify a port against its reference, level by level. Exit 0 equivalent, 1 not, 2 bad input."""
@@ -53,6 +55,7 @@ def verify_command(
 
         raise BadInput("name an env (envforge verify pong) or pass --ref")
     port_path = port if port else str(default_port(env_spec, target))
+    sandbox_choice = choose_sandbox(sandbox)
     options = VerifyOptions(
         seed=seed,
         all_levels=all_levels,
@@ -61,8 +64,10 @@ def verify_command(
         timeout_s=timeout,
         strict_float=strict,
         both_directions=both_directions,
+        sandbox=sandbox_choice.kind,
     )
     console = Console(stderr=as_json)
+    console.print(f"[dim]{sandbox_choice.line()}[/dim]")
     with console.status(f"verifying {env_spec.name}") as status:
         report = verify(
             env_spec,
