@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import tomllib
 import zipfile
@@ -204,10 +205,12 @@ def _run_fetch(cmd: list[str]) -> None:
 # ---- phase 2: build (offline; runs build scripts and proc macros) -----------------------------
 
 
-def build_hash(crate: Path, python: str) -> str:
+def build_hash(crate: Path) -> str:
+    """Crate files, toolchain, and the interpreter's ABI (not its path: venvs share builds)."""
     digest = hashlib.sha256()
     digest.update(toolchain().identity.encode())
-    digest.update(f"{python}|{sys.version}|release".encode())
+    abi = sysconfig.get_config_var("EXT_SUFFIX") or ""
+    digest.update(f"{sys.version}|{abi}|release".encode())
     for path in crate_files(crate):
         digest.update(str(path.relative_to(crate)).encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
@@ -216,7 +219,7 @@ def build_hash(crate: Path, python: str) -> str:
 
 def cached_extension(crate: Path, cache: RustCache | None = None) -> Path | None:
     cache = cache or rust_cache()
-    name = f"{module_name(crate)}-{build_hash(crate, sys.executable)}.so"
+    name = f"{module_name(crate)}-{build_hash(crate)}.so"
     for directory in (cache.lib, *cache.prebuilt):
         if (directory / name).is_file():
             return directory / name
@@ -232,7 +235,7 @@ def build_extension(crate: Path, cache: RustCache | None = None) -> Path:
         return found
     fetch_dependencies(crate, cache)
     name = module_name(crate)
-    library = cache.lib / f"{name}-{build_hash(crate, sys.executable)}.so"
+    library = cache.lib / f"{name}-{build_hash(crate)}.so"
     cache.lib.mkdir(parents=True, exist_ok=True)
     with _locked(cache.root / "build.lock"), tempfile.TemporaryDirectory() as wheels:
         if library.is_file():  # built by another process while we waited for the lock

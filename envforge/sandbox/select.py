@@ -24,7 +24,7 @@ class SandboxChoice:
 
     def line(self, sandbox: Sandbox | None = None) -> str:
         what = sandbox.describe() if sandbox is not None else self.kind
-        return f"sandbox: {what} [{self.reason}]"
+        return f"sandbox: {what} ({self.reason})"
 
 
 def choose_sandbox(requested: str | None) -> SandboxChoice:
