@@ -1,0 +1,87 @@
+"""`envforge mutate`: how often would the verifier let a wrong port through?"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import typer
+from rich.console import Console
+
+from envforge.errors import BadInput
+from envforge.locate import spec_for_name
+from envforge.mutate.campaign import run_campaign
+from envforge.mutate.workspace import resolve_target
+from envforge.verify.context import VerifyOptions
+from envforge.verify.runner import parse_levels
+
+
+def mutate_command(
+    env: str = typer.Argument(..., help="Env name (references/<env>)."),
+    target: str = typer.Option("jax", "--target", help="Which port to mutate: jax or rust."),
+    port: str = typer.Option(None, "--port", help="Port directory (default: the env's port)."),
+    side: str = typer.Option(
+        "port", "--side", help="Mutate the port (default) or the C/Python reference."
+    ),
+    max_mutants: int = typer.Option(
+        40, "--max", min=0, help="Mutants to run, sampled across operators (0 = all)."
+    ),
+    mutant_ids: list[str] = typer.Option(
+        None, "--mutant", help="Run only these mutant ids (repeatable), e.g. compare:133:1."
+    ),
+    levels: str = typer.Option("0-3", "--levels", help="Verifier levels, e.g. 0-3."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the sample and of the verifier."),
+    scale: float = typer.Option(1.0, "--scale", help="Verifier effort per mutant (0.2 = quick)."),
+    jobs: int = typer.Option(
+        0, "--jobs", min=0, help="Mutants verified at once (0 = one per CPU core)."
+    ),
+    time_limit: float = typer.Option(
+        900.0, "--time-limit", help="Seconds one mutant's verify may take before it is stopped."
+    ),
+    no_differential: bool = typer.Option(
+        False, "--no-differential", help="Skip the differential test (no triage/localization)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    out: str = typer.Option(None, "--out", help="Also write the JSON report to this file."),
+) -> None:
+    """Verify semantic mutants of a port; report kill rate per level, survivors, localization."""
+    spec = spec_for_name(env)
+    resolved = resolve_target(spec, side, target, port)
+    level_list = parse_levels(levels)
+    if scale <= 0:
+        raise BadInput(f"--scale: expected a positive number, got {scale}")
+    options = VerifyOptions(seed=seed, scale=scale)
+    console = Console(stderr=as_json)
+    parallel = jobs or os.cpu_count() or 1
+    with console.status(f"mutating {spec.name}") as status:
+
+        def progress(done: int, total: int, run: object) -> None:
+            status.update(f"mutating {spec.name}: {done}/{total} mutants verified")
+
+        report = run_campaign(
+            resolved,
+            level_list,
+            options,
+            limit=max_mutants or None,
+            seed=seed,
+            parallel=parallel,
+            time_limit_s=time_limit,
+            only=mutant_ids or None,
+            progress=progress,
+            differential=not no_differential,
+        )
+    data = report.to_dict()
+    if out:
+        with open(out, "w") as fh:
+            json.dump(data, fh, indent=2)
+    if as_json:
+        print(json.dumps(data, indent=2))
+    else:
+        report.render(console)
+    # exit 1 when a mutant that is not shown equivalent got through: a verifier weakness
+    sys.exit(0 if len(report.killed) == report.non_equivalent else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mutate")(mutate_command)

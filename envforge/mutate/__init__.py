@@ -1,0 +1,1 @@
+"""Mutation testing of the verifier: small semantic changes to a port it must catch."""

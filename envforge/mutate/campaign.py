@@ -1,0 +1,69 @@
+"""A mutation campaign: generate, sample, run in parallel, judge, report."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from envforge.mutate.execute import MutantJob, MutantRun, run_jobs
+from envforge.mutate.generate import generate, sample
+from envforge.mutate.report import MutationReport, judge
+from envforge.mutate.workspace import Target
+from envforge.verify.context import VerifyOptions
+
+Progress = Callable[[int, int, MutantRun], None]
+
+
+def run_campaign(
+    target: Target,
+    levels: list[int],
+    options: VerifyOptions,
+    limit: int | None = None,
+    seed: int = 0,
+    parallel: int = 2,
+    time_limit_s: float = 900.0,
+    only: list[str] | None = None,
+    progress: Progress | None = None,
+    differential: bool = True,
+) -> MutationReport:
+    """Mutate ``target``'s files, verify each sampled mutant, and judge the results."""
+    start = time.perf_counter()
+    originals: dict[str, str] = {}
+    mutants = []
+    generated = stillborn = 0
+    for path in target.files:
+        rel = str(path.relative_to(target.root))
+        gen = generate(path, rel, target.spec)
+        originals[rel] = gen.original
+        generated += len(gen.mutants)
+        stillborn += gen.stillborn
+        mutants.extend(gen.mutants)
+    chosen = [m for m in mutants if m.id in set(only)] if only else sample(mutants, limit, seed)
+    report = MutationReport(
+        env=target.spec.name,
+        side=target.side,
+        files=list(originals),
+        levels=levels,
+        options={**asdict(options), "limit": limit, "sample_seed": seed, "parallel": parallel},
+        generated=generated,
+        stillborn=stillborn,
+    )
+    with tempfile.TemporaryDirectory(prefix="envforge-mutants-") as tmp:
+        jobs = [
+            MutantJob(target, m, Path(tmp), tuple(levels), options, differential) for m in chosen
+        ]
+        finished = [0]
+
+        def on_done(run: MutantRun) -> None:
+            finished[0] += 1
+            if progress:
+                progress(finished[0], len(jobs), run)
+
+        runs = run_jobs(jobs, parallel, time_limit_s, on_done)
+    fields = target.spec.field_names
+    report.outcomes = [judge(r, originals[r.job.mutant.file], fields) for r in runs]
+    report.wall_s = time.perf_counter() - start
+    return report

@@ -1,0 +1,175 @@
+"""Differential testing of a mutant against the unmutated implementation (same language).
+
+Both are driven in this process on the same inputs: resets over many seeds, one step from
+states sampled over the spec's ranges (boundaries over-weighted) under every discrete action,
+and one step from each state along random rollouts of the original (re-synced each step, so
+only the mutation's one-step effect is seen). Comparison uses the spec's own notion of
+equality (exact, or its tolerances), since that is what the verifier is asked to decide.
+
+The result serves two purposes: which keys a mutant changes in one step (to judge whether a
+finding was localized to the right field), and, for survivors, whether the mutant differs at
+all (a witness makes it a verifier weakness; none after the full effort is the evidence for
+an equivalence verdict).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from envforge.backends.base import Driver, State, Transition
+from envforge.verify.compare import compare_states, compare_transitions
+from envforge.verify.findings import to_jsonable
+from envforge.verify.policies import random_actions
+from envforge.verify.strategies import sample_states
+
+
+@dataclass(frozen=True)
+class Effort:
+    reset_seeds: int
+    sampled_states: int
+    rollout_envs: int
+    rollout_steps: int
+
+
+LIGHT = Effort(reset_seeds=256, sampled_states=2048, rollout_envs=64, rollout_steps=64)
+FULL = Effort(reset_seeds=8192, sampled_states=65536, rollout_envs=256, rollout_steps=2000)
+BATCH = 4096
+
+
+@dataclass
+class DifferentialResult:
+    effort: str
+    resets: int = 0
+    transitions: int = 0
+    differing: dict[str, int] = field(default_factory=dict)
+    """Key -> number of compared resets/transitions in which it differed."""
+    witness: dict[str, Any] | None = None
+    """The first difference found: where, state, action, keys, original and mutant values."""
+    error: str | None = None
+    """The mutant raised or broke the contract (the original did not)."""
+    inconclusive: str | None = None
+    """The original itself failed on an input, so the comparison stopped early."""
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.differing) or self.error is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = to_jsonable(asdict(self))
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DifferentialResult:
+        return cls(**data)
+
+
+class MutantFailed(Exception):
+    pass
+
+
+class Differential:
+    def __init__(self, original: Driver, mutant: Driver, seed: int = 0) -> None:
+        self.original = original
+        self.mutant = mutant
+        self.spec = original.spec
+        self.rng = np.random.default_rng([seed, 7])
+
+    def _note(self, result: DifferentialResult, keys: list[str], where: str, **info: Any) -> None:
+        for k in keys:
+            result.differing[k] = result.differing.get(k, 0) + 1
+        if result.witness is None and keys:
+            result.witness = to_jsonable({"where": where, "keys": keys, **info})
+
+    def resets(self, n: int, result: DifferentialResult) -> None:
+        seeds = np.concatenate([np.arange(n // 2), self.rng.integers(0, 2**32, n - n // 2)])
+        seeds = seeds.astype(np.uint32)
+        for start in range(0, n, BATCH):
+            chunk = seeds[start : start + BATCH]
+            expected = self.original.reset(chunk)
+            try:
+                actual = self.mutant.reset(chunk)
+            except Exception as e:  # noqa: BLE001
+                raise MutantFailed(f"reset raised {type(e).__name__}: {e}") from e
+            diff = compare_states(self.spec, expected, actual)
+            result.resets += len(chunk)
+            for i in np.flatnonzero(diff.mismatch):
+                self._note(result, diff.keys_at(int(i)), "reset", seed=int(chunk[i]))
+
+    def _actions(self, n: int) -> list[np.ndarray]:
+        if self.spec.action.type == "discrete":
+            assert self.spec.action.n is not None
+            return [np.full(n, a, np.int32) for a in range(self.spec.action.n)]
+        low, high = self.spec.action.bounds()
+        edges = [
+            np.broadcast_to(b, (n, *self.spec.action.shape)).astype(np.float32) for b in (low, high)
+        ]
+        return [random_actions(self.spec, self.rng, n) for _ in range(2)] + edges
+
+    def step(
+        self, state: State, actions: np.ndarray, result: DifferentialResult, where: str
+    ) -> Transition:
+        a = self.original.step(state, actions)
+        try:
+            b = self.mutant.step(state, actions)
+        except Exception as e:  # noqa: BLE001
+            raise MutantFailed(f"step raised {type(e).__name__}: {e}") from e
+        diff = compare_transitions(self.spec, a, b, state, actions)
+        result.transitions += len(actions)
+        for row in np.flatnonzero(diff.mismatch):
+            i = int(row)
+            keys = diff.keys_at(i)
+            if keys:
+                self._note(
+                    result,
+                    keys,
+                    where,
+                    state={k: v[i] for k, v in state.items()},
+                    action=actions[i],
+                    original={k: _value(a, k, i) for k in keys},
+                    mutant={k: _value(b, k, i) for k in keys},
+                )
+        return a
+
+    def sampled(self, n: int, result: DifferentialResult) -> None:
+        for start in range(0, n, BATCH):
+            m = min(BATCH, n - start)
+            state = sample_states(self.spec, self.rng, m)
+            for actions in self._actions(m):
+                self.step(state, actions, result, "sampled state")
+
+    def rollouts(self, envs: int, steps: int, result: DifferentialResult) -> None:
+        seeds = self.rng.integers(0, 2**32, envs).astype(np.uint32)
+        state = self.original.reset(seeds)
+        for _ in range(steps):
+            actions = random_actions(self.spec, self.rng, envs)
+            tr = self.step(state, actions, result, "rollout state")
+            done = tr.terminated | tr.truncated
+            state = tr.state
+            if done.any():  # a full batch of resets, so the reset compiles once
+                fresh = self.original.reset(self.rng.integers(0, 2**32, envs).astype(np.uint32))
+                state = {k: np.where(_rows(done, v), fresh[k], v) for k, v in state.items()}
+
+    def run(self, effort: Effort, label: str) -> DifferentialResult:
+        result = DifferentialResult(effort=label)
+        try:
+            self.resets(effort.reset_seeds, result)
+            self.sampled(effort.sampled_states, result)
+            self.rollouts(effort.rollout_envs, effort.rollout_steps, result)
+        except MutantFailed as e:
+            result.error = str(e)[:500]
+        except Exception as e:  # noqa: BLE001 - the original failed: no evidence either way
+            result.inconclusive = f"original raised {type(e).__name__}: {str(e)[:300]}"
+        return result
+
+
+def _rows(mask: np.ndarray, like: np.ndarray) -> np.ndarray:
+    return mask.reshape(mask.shape + (1,) * (like.ndim - 1))
+
+
+def _value(tr: Transition, key: str, i: int) -> Any:
+    if key in tr.state:
+        return tr.state[key][i]
+    return getattr(tr, key)[i]

@@ -1,0 +1,157 @@
+"""Run the verifier on many mutants in parallel, each in its own process with a time limit.
+
+A worker materializes its mutant, runs ``verify`` on it (whose drivers are isolated in their
+own processes, as always), sends the report back, then runs the differential test in-process
+(light for killed mutants, full for survivors) and sends that. The parent keeps at most
+``jobs`` workers alive, and stops one that passes its time limit with SIGTERM (the worker's
+``verify`` then closes its drivers) and, if need be, SIGKILL.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from envforge.mutate.mutant import Mutant
+from envforge.mutate.workspace import Target
+from envforge.verify.context import VerifyOptions
+
+GRACE_S = 10.0
+
+
+@dataclass(frozen=True)
+class MutantJob:
+    target: Target
+    mutant: Mutant
+    workdir: Path
+    levels: tuple[int, ...]
+    options: VerifyOptions
+    differential: bool = True
+
+
+@dataclass
+class MutantRun:
+    """What came back from one worker (raw; judged in ``report.py``)."""
+
+    job: MutantJob
+    report: dict[str, Any] | None = None
+    first_finding: dict[str, Any] | None = None
+    differential: dict[str, Any] | None = None
+    error: str = ""
+    timed_out: bool = False
+    phase: str = "starting"
+    wall_s: float = 0.0
+    messages: list[str] = field(default_factory=list)
+
+
+def _worker(job: MutantJob, conn: Connection) -> None:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds verify's finally
+    from envforge.backends.recipe import build_driver
+    from envforge.mutate.differential import FULL, LIGHT, Differential
+    from envforge.mutate.workspace import materialize, recipes
+    from envforge.verify.runner import verify
+
+    try:
+        spec, port = materialize(job.target, job.mutant, job.workdir)
+        report = verify(
+            spec,
+            port,
+            list(job.levels),
+            job.options,
+            progress=lambda msg: conn.send(("phase", f"verify {msg}")),
+        )
+        finding = report.first_finding()
+        conn.send(("report", report.to_dict(), finding.to_dict() if finding else None))
+        if not job.differential:
+            return
+        conn.send(("phase", "differential"))
+        original, mutated = recipes(job.target, spec, port, job.options.strict_float)
+        os.environ.update(original.env)  # strict XLA flags, before jax is imported here
+        diff = Differential(build_driver(original), build_driver(mutated), job.options.seed)
+        effort, label = (FULL, "full") if report.passed else (LIGHT, "light")
+        conn.send(("differential", diff.run(effort, label).to_dict()))
+    except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
+        conn.send(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()[-1500:]}"))
+
+
+class _Running:
+    def __init__(self, job: MutantJob, ctx: Any) -> None:
+        self.run = MutantRun(job)
+        self.conn, child = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=_worker, args=(job, child), daemon=False)
+        self.proc.start()
+        child.close()
+        self.start = time.monotonic()
+        self.stopping_since: float | None = None
+
+    def drain(self) -> None:
+        while self.conn.poll():
+            try:
+                msg = self.conn.recv()
+            except (EOFError, OSError):
+                return
+            kind = msg[0]
+            if kind == "phase":
+                self.run.phase = msg[1]
+            elif kind == "report":
+                self.run.report, self.run.first_finding = msg[1], msg[2]
+                self.run.phase = "verified"
+            elif kind == "differential":
+                self.run.differential = msg[1]
+            elif kind == "error":
+                self.run.error = msg[1]
+
+    def stop(self, now: float) -> None:
+        if self.stopping_since is None:
+            self.stopping_since = now
+            self.proc.terminate()
+        elif now - self.stopping_since > GRACE_S and self.proc.is_alive():
+            self.proc.kill()
+
+
+def run_jobs(
+    jobs: list[MutantJob],
+    parallel: int,
+    time_limit_s: float,
+    on_done: Callable[[MutantRun], None] | None = None,
+) -> list[MutantRun]:
+    """Run every job, at most ``parallel`` at once; results in the order of ``jobs``."""
+    ctx = mp.get_context("spawn")
+    pending = list(enumerate(jobs))
+    running: dict[int, _Running] = {}
+    done: dict[int, MutantRun] = {}
+    while pending or running:
+        while pending and len(running) < parallel:
+            index, job = pending.pop(0)
+            running[index] = _Running(job, ctx)
+        waitables: list[Any] = [r.conn for r in running.values()]
+        waitables += [r.proc.sentinel for r in running.values()]
+        wait(waitables, timeout=1.0)
+        now = time.monotonic()
+        for index, r in list(running.items()):
+            r.drain()
+            limit = time_limit_s if r.run.report is None else 2 * time_limit_s
+            if r.proc.is_alive() and now - r.start > limit:
+                r.run.timed_out = True
+                r.stop(now)
+            if not r.proc.is_alive():
+                r.proc.join()
+                r.drain()
+                r.conn.close()
+                r.run.wall_s = now - r.start
+                if r.run.report is None and not r.run.error and not r.run.timed_out:
+                    r.run.error = f"worker died (exit code {r.proc.exitcode}) during {r.run.phase}"
+                done[index] = r.run
+                del running[index]
+                if on_done:
+                    on_done(r.run)
+    return [done[i] for i in range(len(jobs))]

@@ -1,0 +1,141 @@
+"""Judging mutants: is a survivor equivalent (and why), and was a kill localized?
+
+Equivalence is only claimed on mechanical grounds:
+
+* dead code (static): the mutated line sits in a function nothing calls, or assigns a
+  module-level name nothing reads. The port API (``reset``, ``step``, ...) counts as called.
+* differential (dynamic): the full differential test (see ``differential.py``) found no
+  input on which the mutant and the original differ under the spec's comparison.
+
+A kill is field-localized when the verifier's finding names a key the mutant changes in one
+step (a state field when it changes any, else obs/reward/flags), and line-localized when the
+finding's source lines for the mutated side include the mutated line.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+from envforge.backends.jax import REQUIRED
+from envforge.mutate.differential import DifferentialResult
+from envforge.mutate.mutant import Mutant
+
+C_ENTRY_SUFFIXES = ("_reset", "_step", "_observe")
+
+
+def _enclosing_function(tree: ast.Module, line: int) -> ast.FunctionDef | None:
+    best: ast.FunctionDef | None = None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        if node.lineno <= line <= (node.end_lineno or 0) and (
+            best is None or node.lineno >= best.lineno
+        ):
+            best = node
+    return best
+
+
+def _loaded_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+    return names
+
+
+def _python_dead_code(original: str, line: int) -> str | None:
+    tree = ast.parse(original)
+    func = _enclosing_function(tree, line)
+    if func is not None:
+        if func.name in REQUIRED:
+            return None
+        body_refs = {
+            n.id
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and not _inside(func, n)
+        }
+        attr_refs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        if func.name not in body_refs | attr_refs:
+            return f"dead code: function {func.name}() is never called"
+        return None
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and stmt.lineno <= line <= (stmt.end_lineno or 0):
+            targets = [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+            loaded = _loaded_names(tree)
+            unread = [t for t in targets if t not in loaded]
+            if targets and len(unread) == len(targets):
+                return f"dead code: {', '.join(unread)} is assigned but never read"
+    return None
+
+
+def _inside(outer: ast.AST, node: ast.AST) -> bool:
+    lo, hi = getattr(outer, "lineno", 0), getattr(outer, "end_lineno", 0) or 0
+    return lo <= getattr(node, "lineno", -1) <= hi
+
+
+def _c_dead_code(original: str, line: int) -> str | None:
+    """A C function (brace block starting at column 0) whose name appears nowhere else."""
+    lines = original.splitlines()
+    start = line - 1
+    while start >= 0 and not re.match(r"^[A-Za-z_][\w\s\*]*\b(\w+)\s*\([^;]*$", lines[start]):
+        if lines[start].startswith("}"):
+            return None  # the mutated line is outside any function
+        start -= 1
+    if start < 0:
+        return None
+    m = re.match(r"^[A-Za-z_][\w\s\*]*\b(\w+)\s*\(", lines[start])
+    if m is None:
+        return None
+    name = m.group(1)
+    if name.endswith(C_ENTRY_SUFFIXES) or name == "main":
+        return None
+    uses = len(re.findall(rf"\b{re.escape(name)}\s*\(", original))
+    return f"dead code: function {name}() is never called" if uses <= 1 else None
+
+
+def static_equivalence(mutant: Mutant, original: str) -> str | None:
+    """A mechanical reason the mutant cannot change behaviour, or None."""
+    if mutant.file.endswith(".py"):
+        return _python_dead_code(original, mutant.line)
+    if mutant.file.endswith((".c", ".h")):
+        return _c_dead_code(original, mutant.line)
+    return None
+
+
+def differential_equivalence(result: DifferentialResult | None, full: bool) -> str | None:
+    if result is None or not full or result.differs or result.inconclusive:
+        return None
+    return (
+        f"differential: identical to the original on {result.resets} resets and "
+        f"{result.transitions} transitions (sampled states x every action, and rollout states)"
+    )
+
+
+def affected_keys(result: DifferentialResult | None, state_fields: list[str]) -> set[str]:
+    """The keys a localized finding should name: changed state fields, else changed outputs."""
+    if result is None:
+        return set()
+    changed = set(result.differing)
+    fields = changed & set(state_fields)
+    return fields or changed
+
+
+def field_localized(finding: dict[str, Any] | None, affected: set[str]) -> bool:
+    if not finding or not affected:
+        return False
+    return bool(set(finding.get("fields") or []) & affected)
+
+
+def line_localized(finding: dict[str, Any] | None, mutant: Mutant, side: str) -> bool:
+    if not finding:
+        return False
+    key = "port_lines" if side == "port" else "reference_lines"
+    name = mutant.file.rsplit("/", 1)[-1]
+    return any(
+        int(loc.get("line", -1)) == mutant.line and str(loc.get("file", "")).endswith(name)
+        for loc in finding.get(key) or []
+    )

@@ -1,0 +1,81 @@
+"""Which implementation is mutated, and how one mutant is laid out on disk for the verifier.
+
+A port mutant is a copy of the port directory with one file replaced; the verifier then runs
+the unchanged reference against it. A reference mutant (``--side reference``, C or Python
+references) is a copy of ``references/<env>/`` with one file replaced, verified against the
+unchanged port: it asks whether the verifier would notice the reference changing instead.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from envforge.backends.jax import find_port_module
+from envforge.backends.recipe import Recipe, port_kind, port_recipe, reference_recipe
+from envforge.errors import BadInput
+from envforge.locate import default_port
+from envforge.mutate.mutant import Mutant
+from envforge.spec import EnvSpec, load_spec
+
+IGNORED = shutil.ignore_patterns("__pycache__", "target", "*.so", ".pytest_cache", "*.pyc")
+
+
+@dataclass(frozen=True)
+class Target:
+    spec: EnvSpec
+    side: str
+    """port | reference"""
+    root: Path
+    """Directory that is copied for each mutant."""
+    files: tuple[Path, ...]
+    """Files that get mutated (inside ``root``)."""
+    port: Path
+    """The port the verifier compares (the original one for reference mutants)."""
+
+
+def resolve_target(spec: EnvSpec, side: str, target: str, port: str | None) -> Target:
+    port_path = Path(port) if port else default_port(spec, target)
+    if not port_path.exists():
+        raise BadInput(f"port not found: {port_path}")
+    port_path = port_path.resolve()
+    if side == "port":
+        root = port_path if port_path.is_dir() else port_path.parent
+        kind = port_kind(port_path)
+        if kind == "jax":
+            files: tuple[Path, ...] = (find_port_module(port_path, spec.name),)
+        else:
+            files = tuple(sorted((root / "src").rglob("*.rs")))
+        return Target(spec, side, root, files, port_path)
+    if side == "reference":
+        path = spec.reference_path()
+        if path is None:
+            raise BadInput(f"{spec.reference} is not a file: only C and Python references mutate")
+        return Target(spec, side, spec.root, (path.resolve(),), port_path)
+    raise BadInput(f"--side: expected port or reference, got {side!r}")
+
+
+def materialize(target: Target, mutant: Mutant, workdir: Path) -> tuple[EnvSpec, Path]:
+    """Write the mutant under ``workdir``; returns the spec and the port path to verify."""
+    dest = workdir / mutant.id.replace(":", "_")
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(target.root, dest, ignore=IGNORED)
+    (dest / mutant.file).write_text(mutant.source)
+    if target.side == "reference":
+        return load_spec(dest / "env.toml"), target.port
+    if target.port.is_dir():
+        return target.spec, dest
+    return target.spec, dest / target.port.name
+
+
+def recipes(
+    target: Target, spec: EnvSpec, port: Path, strict_float: bool | None
+) -> tuple[Recipe, Recipe]:
+    """(original, mutant) recipes of the mutated side, for the differential comparison."""
+    if target.side == "reference":
+        return reference_recipe(target.spec, strict_float), reference_recipe(spec, strict_float)
+    return port_recipe(target.spec, target.port, strict_float), port_recipe(
+        spec, port, strict_float
+    )

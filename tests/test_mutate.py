@@ -1,0 +1,196 @@
+"""envforge mutate: operators, sampling, triage, the differential test, and a small fixed campaign."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from envforge.locate import default_port, spec_for_name
+from envforge.mutate.ast_ops import python_edits
+from envforge.mutate.generate import generate, sample, sibling_fields
+from envforge.mutate.mutant import Mutant, SourceText
+from envforge.mutate.text_ops import text_edits
+from envforge.mutate.triage import (
+    affected_keys,
+    field_localized,
+    line_localized,
+    static_equivalence,
+)
+
+PY = '''"""docstring 1 + 2 is not code"""
+import jax.numpy as jnp
+
+LIMIT = 10  # module constant
+
+
+def unused(x):
+    return x * 3
+
+
+def step(state, action):
+    """Also not code: x < 1."""
+    move = jnp.where(action == 1, -2.0, 2.0)
+    pos = jnp.clip(state.pos + move, 0.0, LIMIT)
+    tick = state.tick + 1
+    done = tick >= LIMIT
+    return state._replace(pos=pos, tick=tick), done
+'''
+
+C = """/* a + b in a comment */
+typedef struct { float pos; float vel; int tick; } S;
+static float clampf(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
+void s_step(S* env, int action) {
+    env->pos = clampf(env->pos + env->vel, 0.0f, 10.0f); // x * y here too
+    if (env->pos > 5.0f) {
+        env->tick += 1;
+    }
+}
+"""
+
+
+def _apply(source: str, edits: list) -> list[str]:
+    text = SourceText(source)
+    return [text.apply(e) for e in edits]
+
+
+def test_python_operators_touch_only_code_and_keep_line_numbers() -> None:
+    edits = python_edits(PY, {"pos": "tick", "tick": "pos"})
+    ops = {e.operator for e in edits}
+    assert {"arith", "compare", "constant", "off_by_one", "sign", "clip", "where"} <= ops
+    assert "field_swap" in ops
+    for source, edit in zip(_apply(PY, edits), edits, strict=True):
+        ast.parse(source)  # every mutant still parses
+        assert source.count("\n") == PY.count("\n")
+        assert source.splitlines()[0] == PY.splitlines()[0], f"docstring mutated by {edit}"
+        assert "import jax.numpy as jnp" in source
+    texts = {e.description for e in edits}
+    assert "`>=` -> `>`" in texts and "`where(...)` -> its false branch" in texts
+    assert "`.pos` -> `.tick`" in texts and "`pos=` -> `tick=`" in texts
+
+
+def test_multiline_replacement_keeps_later_lines_in_place() -> None:
+    source = "x = f(\n    a,\n    b,\n)\ny = 1\n"
+    text = SourceText(source)
+    tree = ast.parse(source)
+    call = tree.body[0].value  # type: ignore[attr-defined]
+    from envforge.mutate.mutant import Edit
+
+    start = text.offset(call.lineno, call.col_offset)
+    end = text.offset(call.end_lineno, call.end_col_offset)
+    out = text.apply(Edit("clip", start, end, "a", "drop"))
+    assert out.splitlines()[4] == "y = 1"
+    assert ast.parse(out)
+
+
+def test_c_operators_skip_comments_and_definitions() -> None:
+    edits = text_edits(C, {"pos": "vel", "vel": "pos"})
+    mutated = _apply(C, edits)
+    for source in mutated:
+        assert source.splitlines()[0] == C.splitlines()[0]
+        assert "// x * y here too" in source
+        assert "static float clampf(float v, float lo, float hi)" in source
+    ops = {e.operator for e in edits}
+    assert {"arith", "compare", "constant", "branch", "clip", "field_swap", "off_by_one"} <= ops
+    assert any("env->pos = (env->pos + env->vel);" in s for s in mutated)  # clip dropped
+    assert any("env->vel = clampf" in s for s in mutated)  # swapped field
+
+
+def test_sampling_is_seeded_and_covers_rare_operators() -> None:
+    mutants = [Mutant(f"arith:{i}:1", "arith", "f.py", i, "", "") for i in range(50)]
+    mutants.append(Mutant("rng:99:1", "rng", "f.py", 99, "", ""))
+    first = sample(mutants, 6, seed=1)
+    assert first == sample(mutants, 6, seed=1)
+    assert len(first) == 6 and any(m.operator == "rng" for m in first)
+    assert [m.line for m in first] == sorted(m.line for m in first)
+    assert len(sample(mutants, None)) == len(mutants)
+
+
+def test_generate_on_the_pong_port_drops_duplicates_and_stillborn() -> None:
+    spec = spec_for_name("pong")
+    path = default_port(spec, "jax") / "pong.py"
+    gen = generate(path, "pong.py", spec)
+    assert len(gen.mutants) > 100
+    assert len({m.id for m in gen.mutants}) == len(gen.mutants)
+    assert len({m.source for m in gen.mutants}) == len(gen.mutants)
+    assert sibling_fields(spec)["ball_x"] == "ball_y"  # same dtype, next in spec order
+    assert "rng" not in sibling_fields(spec)  # the only uint32 field has no sibling
+
+
+def test_static_equivalence_is_only_claimed_for_dead_code() -> None:
+    line_in_unused = PY.splitlines().index("    return x * 3") + 1
+    dead = Mutant("arith:1:1", "arith", "m.py", line_in_unused, "", "")
+    live = Mutant(
+        "arith:1:1", "arith", "m.py", PY.splitlines().index("    tick = state.tick + 1") + 1, "", ""
+    )
+    assert "unused() is never called" in (static_equivalence(dead, PY) or "")
+    assert static_equivalence(live, PY) is None
+    c_dead = C + "static int helper(int x) {\n    return x + 1;\n}\n"
+    line = c_dead.splitlines().index("    return x + 1;") + 1
+    assert "helper()" in (
+        static_equivalence(Mutant("a", "arith", "r.c", line, "", ""), c_dead) or ""
+    )
+    line = C.splitlines().index("        env->tick += 1;") + 1
+    assert static_equivalence(Mutant("a", "arith", "r.c", line, "", ""), C) is None
+
+
+def test_localization_judgement() -> None:
+    from envforge.mutate.differential import DifferentialResult
+
+    result = DifferentialResult("light", differing={"ball_y": 3, "obs": 3})
+    affected = affected_keys(result, ["ball_y", "ball_x"])
+    assert affected == {"ball_y"}
+    assert field_localized({"fields": ["ball_y", "obs"]}, affected)
+    assert not field_localized({"fields": ["obs"]}, affected)
+    only_obs = affected_keys(DifferentialResult("light", differing={"obs": 1}), ["ball_y"])
+    assert field_localized({"fields": ["obs"]}, only_obs)
+    m = Mutant("x", "arith", "pong.py", 42, "", "")
+    finding = {"port_lines": [{"file": "/tmp/m/pong.py", "line": 42, "text": ""}]}
+    assert line_localized(finding, m, "port")
+    assert not line_localized(finding, m, "reference")
+
+
+def test_differential_finds_a_changed_constant_and_not_an_unchanged_copy(tmp_path: Path) -> None:
+    from envforge.backends.jax import JaxDriver
+    from envforge.mutate.differential import LIGHT, Differential
+
+    spec = spec_for_name("pong")
+    port = default_port(spec, "jax")
+    original = (port / "pong.py").read_text()
+    same = tmp_path / "same"
+    slow = tmp_path / "slow"
+    for d, text in (
+        (same, original),
+        (slow, original.replace("PADDLE_SPEED = f32(8.0)", "PADDLE_SPEED = f32(7.0)")),
+    ):
+        d.mkdir()
+        (d / "pong.py").write_text(text)
+    base = JaxDriver(spec, port)
+    small = type(LIGHT)(reset_seeds=64, sampled_states=256, rollout_envs=16, rollout_steps=16)
+    clean = Differential(base, JaxDriver(spec, same)).run(small, "light")
+    assert not clean.differs and clean.transitions > 0
+    changed = Differential(base, JaxDriver(spec, slow)).run(small, "light")
+    assert "paddle_yr" in changed.differing and changed.witness is not None
+
+
+@pytest.mark.slow
+def test_small_fixed_campaign_kills_and_localizes() -> None:
+    """CI's fixed sample: two pong port mutants through L0-L1 at reduced scale."""
+    from envforge.mutate.campaign import run_campaign
+    from envforge.mutate.workspace import resolve_target
+    from envforge.verify.context import VerifyOptions
+
+    spec = spec_for_name("pong")
+    target = resolve_target(spec, "port", "jax", None)
+    gen = generate(target.files[0], "pong.py", spec)
+    wanted = [
+        next(m.id for m in gen.mutants if m.description == d)
+        for d in ("`5.0` -> `5.5`", "`.tick` -> `.score_l`")  # opponent speed, tick counter
+    ]
+    report = run_campaign(
+        target, [0, 1], VerifyOptions(scale=0.2), parallel=2, time_limit_s=300, only=wanted
+    )
+    assert [o.status for o in report.outcomes] == ["killed", "killed"], report.to_dict()
+    assert all(o.level == 1 and o.field_localized for o in report.outcomes)
+    assert report.kill_rate() == 1.0
