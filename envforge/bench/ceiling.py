@@ -1,0 +1,198 @@
+"""An honest ceiling: what this machine could do at best for one env, from two measured limits.
+
+* memory: bytes a batched step must move at least (each env's state read and written, its
+  observation written, the loop's RNG and reward accumulator) against measured copy bandwidth;
+* compute: operations in one env step (counted from the port's jaxpr: one per output element of
+  each arithmetic/compare/select primitive, ``TRANSCENDENTAL_COST`` for sin/exp/tanh/...)
+  against measured float32 matmul FLOP/s, which is optimistic for env code (matmul counts a
+  fused multiply-add as two and never branches), so the ceiling errs high.
+
+ceiling = min(bandwidth / bytes_per_step, peak_flops / ops_per_step).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envforge.spec import EnvSpec
+
+TRANSCENDENTAL_COST = 10
+TRANSCENDENTAL = frozenset(
+    ("sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh")
+    + ("acosh", "atanh", "exp", "exp2", "log", "log1p", "expm1", "logistic", "pow", "sqrt")
+    + ("rsqrt", "cbrt", "erf", "erfc", "erf_inv", "lgamma", "digamma")
+)
+FREE = frozenset(
+    ("broadcast_in_dim", "reshape", "squeeze", "expand_dims", "copy", "copy_p", "pjit")
+    + ("closed_call", "custom_jvp_call", "custom_vjp_call", "stop_gradient", "slice")
+    + ("dynamic_slice", "concatenate", "transpose", "iota")
+)
+"""Primitives that only move or relabel data (their cost is in the bytes, not the ops)."""
+SUB_JAXPRS = ("jaxpr", "call_jaxpr", "fun_jaxpr", "body_jaxpr", "cond_jaxpr")
+
+
+@dataclass
+class Machine:
+    cpu: str
+    cores: int
+    memory_gib: float
+    bandwidth_gbs: float
+    """Best measured copy bandwidth (read + write bytes per second, 1e9)."""
+    peak_gflops: float
+    """Best measured float32 matmul throughput (1e9 FLOP/s)."""
+    load_before: tuple[float, float, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def memory_gib() -> float:
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        return round(pages / 2**30, 1)
+    except (ValueError, OSError):
+        return 0.0
+
+
+def measure_bandwidth(mib: int = 256, repeats: int = 5) -> float:
+    """GB/s of large array copies (2 bytes moved per byte copied), one thread per core."""
+    src = np.ones(mib * 2**20 // 4, np.float32)
+    dst = np.empty_like(src)
+    threads = os.cpu_count() or 1
+    bounds = np.linspace(0, len(src), threads + 1).astype(int)
+
+    def copy(k: int) -> None:
+        np.copyto(dst[bounds[k] : bounds[k + 1]], src[bounds[k] : bounds[k + 1]])
+
+    best = 0.0
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            list(pool.map(copy, range(threads)))
+            best = max(best, 2 * src.nbytes / (time.perf_counter() - start))
+    return best / 1e9
+
+
+def measure_peak_flops(n: int = 2048, repeats: int = 5) -> float:
+    """GFLOP/s of a float32 matmul (numpy's BLAS, all cores)."""
+    a = np.random.default_rng(0).random((n, n), dtype=np.float32)
+    b = np.random.default_rng(1).random((n, n), dtype=np.float32)
+    a @ b  # warm up the BLAS threads
+    best = 0.0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = max(best, 2 * n**3 / (time.perf_counter() - start))
+    return best / 1e9
+
+
+def measure_machine() -> Machine:
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    return Machine(
+        cpu=cpu_name(),
+        cores=os.cpu_count() or 1,
+        memory_gib=memory_gib(),
+        bandwidth_gbs=measure_bandwidth(),
+        peak_gflops=measure_peak_flops(),
+        load_before=(load[0], load[1], load[2]),
+    )
+
+
+# ---- per-step cost of one env -------------------------------------------------------------
+
+
+def _jaxpr_ops(jaxpr: Any) -> tuple[float, int]:
+    """(ops, transcendental ops) of a jaxpr, weighted by output elements, sub-jaxprs included."""
+    ops, trans = 0.0, 0
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        for key in SUB_JAXPRS:
+            sub = eqn.params.get(key)
+            if sub is not None:
+                o, t = _jaxpr_ops(getattr(sub, "jaxpr", sub))
+                times = eqn.params.get("length", 1) if name == "scan" else 1
+                ops, trans = ops + o * times, trans + t * times
+        if "branches" in eqn.params:
+            costs = [_jaxpr_ops(b.jaxpr) for b in eqn.params["branches"]]
+            o, t = max(costs)
+            ops, trans = ops + o, trans + t
+        if name in FREE or any(k in eqn.params for k in (*SUB_JAXPRS, "branches")):
+            continue
+        size = sum(int(np.prod(v.aval.shape)) for v in eqn.outvars if hasattr(v.aval, "shape"))
+        if name in TRANSCENDENTAL:
+            ops += size * TRANSCENDENTAL_COST
+            trans += size
+        else:
+            ops += size
+    return ops, trans
+
+
+@dataclass
+class StepCost:
+    state_bytes: int
+    obs_bytes: int
+    bytes_per_step: int
+    ops_per_step: float
+    transcendentals: int
+    mlp_ops: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def step_cost(spec: EnvSpec, module: Any, hidden: int) -> StepCost:
+    """Bytes and ops of one env step in the bench loop: step + observe + auto-reset + action."""
+    import jax
+    import jax.numpy as jnp
+
+    state = module.reset(jnp.uint32(0))
+    action = jnp.zeros(spec.action.shape, spec.action.dtype)
+
+    def one(state: Any, action: Any, seed: Any) -> Any:
+        after = module.step(state, action)
+        fresh = module.reset(seed)
+        return after, fresh, module.observe(fresh)
+
+    closed = jax.make_jaxpr(one)(state, action, jnp.uint32(1))
+    ops, trans = _jaxpr_ops(closed.jaxpr)
+    ops += 2 * 6 + after_select_ops(spec)  # two xorshift32 draws, where(done, fresh, next)
+    state_bytes = sum(f.np_dtype.itemsize * int(np.prod(f.shape)) for f in spec.state)
+    obs_bytes = int(np.prod(spec.observation.shape)) * np.dtype(spec.observation.dtype).itemsize
+    action_bytes = int(np.prod(spec.action.shape or (1,))) * 4
+    # state read + written, obs written, action, rng and reward accumulator read + written
+    moved = 2 * state_bytes + obs_bytes + action_bytes + 2 * 4 + 2 * 4
+    obs_dim = int(np.prod(spec.observation.shape))
+    n_out = spec.action.n if spec.action.type == "discrete" else int(np.prod(spec.action.shape))
+    n_out = n_out or 1
+    mlp = 2.0 * (obs_dim * hidden + hidden * n_out) + hidden * (TRANSCENDENTAL_COST + 1) + n_out
+    return StepCost(state_bytes, obs_bytes, moved, ops, trans, mlp)
+
+
+def after_select_ops(spec: EnvSpec) -> int:
+    return sum(int(np.prod(f.shape)) for f in spec.state)
+
+
+def ceiling_sps(machine: Machine, cost: StepCost, policy: str) -> tuple[float, str]:
+    """(steps per second, which limit binds) for the given policy."""
+    ops = cost.ops_per_step + (cost.mlp_ops if policy == "mlp" else 0.0)
+    memory = machine.bandwidth_gbs * 1e9 / cost.bytes_per_step
+    compute = machine.peak_gflops * 1e9 / ops
+    return (memory, "memory") if memory < compute else (compute, "compute")

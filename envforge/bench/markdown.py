@@ -1,0 +1,111 @@
+"""BenchReports as a Markdown section (used by ``benchmarks/regenerate_docs.py``)."""
+
+from __future__ import annotations
+
+from envforge.bench.report import CEILING_FACTOR, TARGET_RATIO, BenchReport, fmt_sps
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def sps_table(report: BenchReport) -> list[str]:
+    batches = sorted({m.batch for m in report.measurements})
+    lines = [
+        _row(["implementation", "policy", *(f"B={b}" for b in batches)]),
+        _row(["---", "---", *("---:" for _ in batches)]),
+    ]
+    for impl, _, policy in report.implementations():
+        by_batch = {m.batch: m for m in report.series(impl, policy)}
+        lines.append(
+            _row(
+                [
+                    impl,
+                    policy,
+                    *(fmt_sps(by_batch[b].sps) if b in by_batch else "" for b in batches),
+                ]
+            )
+        )
+    return lines
+
+
+def summary_table(report: BenchReport) -> list[str]:
+    lines = [
+        _row(
+            [
+                "implementation",
+                "policy",
+                "best SPS (batch)",
+                "x reference",
+                "ceiling (bound)",
+                "of ceiling",
+                "compile s",
+                "ratio target",
+                "ceiling target",
+            ]
+        ),
+        _row(["---", "---", "---:", "---:", "---:", "---:", "---:", "---", "---"]),
+    ]
+
+    def verdict(flag: bool | None) -> str:
+        return "" if flag is None else ("met" if flag else "**missed**")
+
+    for s in report.summaries():
+        lines.append(
+            _row(
+                [
+                    s.implementation,
+                    s.policy,
+                    f"{fmt_sps(s.best_sps)} ({s.best_batch})",
+                    f"{s.ratio_to_reference:.3g}x" if s.ratio_to_reference else "-",
+                    f"{fmt_sps(s.ceiling_sps)} ({s.ceiling_bound})" if s.ceiling_sps else "-",
+                    f"{100 * s.fraction_of_ceiling:.3g}%" if s.fraction_of_ceiling else "-",
+                    f"{s.compile_s:.2f}" if s.compile_s is not None else "-",
+                    verdict(s.meets_ratio_target),
+                    verdict(s.meets_ceiling_target),
+                ]
+            )
+        )
+    return lines
+
+
+def section(report: BenchReport, plot: str | None = None) -> str:
+    m = report.machine
+    cost = report.cost or {}
+    target = TARGET_RATIO.get(report.reference_kind)
+    lines = [
+        f"## {report.env}",
+        "",
+        f"Reference `{report.reference}`; measured {report.date}; load average before the run "
+        f"{m['load_before'][0]:.2f} / {m['load_before'][1]:.2f} / {m['load_before'][2]:.2f} "
+        "(1 / 5 / 15 min).",
+        "",
+        "```bash",
+        report.command,
+        "```",
+        "",
+        "Env steps per second (median of "
+        f"{report.settings.get('repeats')} runs of at least {report.settings.get('min_run_s')} s; "
+        "compile time excluded):",
+        "",
+        *sps_table(report),
+        "",
+        f"Targets: a port at least {target:g}x its reference (best batch against the "
+        f"reference's best) and at least 1/{CEILING_FACTOR:g} of the estimated ceiling.",
+        "",
+        *summary_table(report),
+        "",
+    ]
+    if cost:
+        lines += [
+            f"Ceiling inputs: {cost['bytes_per_step']} bytes moved per env step "
+            f"(state {cost['state_bytes']} B read and written, obs {cost['obs_bytes']} B), "
+            f"{cost['ops_per_step']:.0f} ops per env step counted from the port's jaxpr "
+            f"({cost['transcendentals']} transcendental), MLP policy {cost['mlp_ops']:.0f} ops.",
+            "",
+        ]
+    if report.skipped:
+        lines += [f"Not measured: {s}" for s in report.skipped] + [""]
+    if plot:
+        lines += [f"![SPS vs batch size, {report.env}]({plot})", ""]
+    return "\n".join(lines)

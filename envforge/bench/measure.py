@@ -1,0 +1,93 @@
+"""Timing: one measurement is the median steps/s of several runs, each long enough to trust."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+BATCH_SIZES = (1, 64, 1024, 4096, 16384, 65536)
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """How hard to measure. Defaults suit a quiet machine; tests pass smaller values."""
+
+    batch_sizes: tuple[int, ...] = BATCH_SIZES
+    repeats: int = 5
+    """Timed runs per measurement; the median is reported."""
+    min_run_s: float = 0.2
+    """Each timed run repeats calls until it lasts at least this long."""
+    policies: tuple[str, ...] = ("random", "mlp")
+    strict_float: bool = False
+    """Measure the strict builds (C -ffp-contract=off, XLA without FMA) instead of fast ones."""
+    max_python_batch: int = 4096
+    """Python references (gymnasium) above this batch are not run: one object per env, and
+    their per-env cost is flat beyond a few envs."""
+    hidden: int = 64
+    """Width of the MLP policy's one hidden layer."""
+
+
+@dataclass
+class Measurement:
+    implementation: str
+    """Row label, e.g. ``C loop (reference)`` or ``jax port``."""
+    role: str
+    """reference | port"""
+    policy: str
+    batch: int
+    runs_sps: list[float] = field(default_factory=list)
+    compile_s: float | None = None
+    """Trace + compile time (JAX) or build time (C), excluded from ``runs_sps``."""
+    note: str = ""
+
+    @property
+    def sps(self) -> float | None:
+        return statistics.median(self.runs_sps) if self.runs_sps else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "implementation": self.implementation,
+            "role": self.role,
+            "policy": self.policy,
+            "batch": self.batch,
+            "sps": self.sps,
+            "runs_sps": self.runs_sps,
+            "compile_s": self.compile_s,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Measurement:
+        return cls(
+            implementation=data["implementation"],
+            role=data["role"],
+            policy=data["policy"],
+            batch=int(data["batch"]),
+            runs_sps=[float(x) for x in data.get("runs_sps", [])],
+            compile_s=data.get("compile_s"),
+            note=data.get("note", ""),
+        )
+
+
+def timed_runs(
+    call: Callable[[], object], env_steps_per_call: int, repeats: int, min_run_s: float
+) -> list[float]:
+    """Steps/s of ``repeats`` runs; a run is ``k`` back-to-back calls, ``k`` set by a first call.
+
+    ``call`` must block until its work is done (JAX callers block on the result).
+    """
+    start = time.perf_counter()
+    call()
+    first = time.perf_counter() - start
+    k = max(1, math.ceil(min_run_s / max(first, 1e-7)))
+    out = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(k):
+            call()
+        out.append(k * env_steps_per_call / (time.perf_counter() - start))
+    return out

@@ -1,0 +1,103 @@
+"""Python references (gymnasium ids, ``file.py:Class``) stepped the way users step them.
+
+A list of real env objects, one per batch row, stepped in a Python loop with auto-reset, as
+gymnasium's ``SyncVectorEnv`` does; actions come from numpy (uniform, or a batched numpy MLP
+on the stacked observations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from envforge.bench.jax_loop import mlp_params
+from envforge.bench.measure import BenchSettings, Measurement, timed_runs
+from envforge.errors import BadInput
+from envforge.spec import EnvSpec
+
+
+def env_factory(spec: EnvSpec) -> Callable[[], Any]:
+    """A no-argument constructor for one reference env (with gymnasium's own wrappers)."""
+    kind = spec.reference_kind
+    if kind == "gymnasium":
+        import gymnasium
+
+        env_id = spec.reference.split(":", 1)[1]
+        return lambda: gymnasium.make(env_id, disable_env_checker=True)
+    if kind == "python":
+        from envforge.backends.jax import load_module
+
+        path = spec.reference_path()
+        if path is None:
+            raise BadInput(f"cannot locate the Python reference {spec.reference}")
+        cls = getattr(load_module(path), spec.reference.rsplit(":", 1)[1])
+        return lambda: cls()
+    raise BadInput(f"{spec.name}: no Python loop for a {kind} reference")
+
+
+class _Batch:
+    """``n`` envs stepped one after another, each reset when its episode ends."""
+
+    def __init__(self, spec: EnvSpec, make: Callable[[], Any], n: int, policy: str, hidden: int):
+        self.spec = spec
+        self.envs = [make() for _ in range(n)]
+        self.obs = np.stack(
+            [np.asarray(env.reset(seed=i)[0], np.float32) for i, env in enumerate(self.envs)]
+        )
+        self.rng = np.random.default_rng(0)
+        self.policy = policy
+        self.params = mlp_params(spec, hidden)
+        self.total = 0.0
+
+    def actions(self) -> np.ndarray:
+        spec, n = self.spec, len(self.envs)
+        if self.policy == "mlp":
+            p = self.params
+            flat = self.obs.reshape(n, -1)
+            out = np.tanh(flat @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
+            if spec.action.type == "discrete":
+                return np.argmax(out, axis=-1)
+            u = 0.5 * (np.tanh(out) + 1.0)
+        elif spec.action.type == "discrete":
+            assert spec.action.n is not None
+            return self.rng.integers(spec.action.n, size=n)
+        else:
+            u = self.rng.random((n, int(np.prod(spec.action.shape or (1,)))))
+        low, high = (b.reshape(-1) for b in spec.action.bounds())
+        return (low + u * (high - low)).astype(np.float32).reshape(n, *spec.action.shape)
+
+    def step(self) -> None:
+        actions = self.actions()
+        discrete = self.spec.action.type == "discrete"
+        for i, env in enumerate(self.envs):
+            a = int(actions[i]) if discrete else actions[i]
+            obs, reward, terminated, truncated, _ = env.step(a)
+            self.total += float(reward)
+            if terminated or truncated:
+                obs, _ = env.reset()
+            self.obs[i] = obs
+
+
+def measure_python(spec: EnvSpec, settings: BenchSettings) -> list[Measurement]:
+    make = env_factory(spec)
+    label = f"{spec.reference} (reference, Python loop)"
+    out = []
+    for policy in settings.policies:
+        for batch in settings.batch_sizes:
+            if batch > settings.max_python_batch:
+                out.append(
+                    Measurement(
+                        label,
+                        "reference",
+                        policy,
+                        batch,
+                        note=f"not run: above --max-python-batch {settings.max_python_batch}",
+                    )
+                )
+                continue
+            envs = _Batch(spec, make, batch, policy, settings.hidden)
+            runs = timed_runs(envs.step, batch, settings.repeats, settings.min_run_s)
+            out.append(Measurement(label, "reference", policy, batch, runs))
+    return out

@@ -1,0 +1,143 @@
+"""Run a whole benchmark: the machine's limits, the reference, then every port, one at a time.
+
+Each measurement job runs in its own spawned process, so a port's XLA flags, threads and
+memory never leak into the next job, and jobs never overlap (they would steal each other's
+cores). The results come back as plain dicts and are assembled into a :class:`BenchReport`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing as mp
+import os
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from envforge.backends.recipe import STRICT_XLA_FLAGS, port_kind
+from envforge.bench.measure import BenchSettings, Measurement
+from envforge.bench.report import BenchReport
+from envforge.errors import BadInput, EnvforgeError
+from envforge.locate import project_roots
+from envforge.spec import EnvSpec
+
+Progress = Callable[[str], None]
+
+
+# ---- jobs (run in a child process; arguments and results are picklable) -------------------
+
+
+def _job_machine() -> dict[str, Any]:
+    from envforge.bench.ceiling import measure_machine
+
+    return measure_machine().to_dict()
+
+
+def _job_reference(spec: EnvSpec, settings: BenchSettings) -> dict[str, Any]:
+    if spec.reference_kind == "c":
+        from envforge.bench.c_loop import measure_c_loop
+
+        path = spec.reference_path()
+        assert path is not None
+        rows = measure_c_loop(spec, path, settings)
+    else:
+        from envforge.bench.python_loop import measure_python
+
+        rows = measure_python(spec, settings)
+    return {"measurements": [m.to_dict() for m in rows]}
+
+
+def _job_jax(spec: EnvSpec, port: str, settings: BenchSettings, label: str) -> dict[str, Any]:
+    from envforge.bench.ceiling import step_cost
+    from envforge.bench.jax_loop import load_port, measure_jax
+
+    cost = step_cost(spec, load_port(spec, Path(port)), settings.hidden)
+    rows = measure_jax(spec, Path(port), settings, label)
+    return {"measurements": [m.to_dict() for m in rows], "cost": cost.to_dict()}
+
+
+def _child(target: Callable[..., dict], args: tuple, env: dict[str, str], conn: Any) -> None:
+    os.environ.update(env)  # before anything imports jax
+    try:
+        conn.send(("ok", target(*args)))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent as a failed job
+        conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()))
+
+
+def run_job(
+    target: Callable[..., dict], args: tuple = (), env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(target, args, env or {}, child))
+    proc.start()
+    child.close()
+    try:
+        reply = parent.recv()
+    except EOFError:
+        reply = ("error", f"benchmark process died (exit code {proc.exitcode})", "")
+    proc.join()
+    if reply[0] != "ok":
+        raise EnvforgeError(f"benchmark job {target.__name__} failed: {reply[1]}\n{reply[2]}")
+    result: dict[str, Any] = reply[1]
+    return result
+
+
+# ---- planning ---------------------------------------------------------------------------------
+
+
+def find_ports(spec: EnvSpec, targets: list[str] | None) -> list[tuple[str, Path]]:
+    """(target, path) of each port of this env that exists on disk, in the order asked."""
+    found = []
+    for target in targets or ["jax", "rust"]:
+        rel = spec.port.get(target, f"generated/{spec.name}/{target}")
+        for root in [*project_roots(), spec.root.parent.parent]:
+            if (root / rel).exists():
+                found.append((target, root / rel))
+                break
+    return found
+
+
+def jax_env(settings: BenchSettings) -> dict[str, str]:
+    return {"XLA_FLAGS": STRICT_XLA_FLAGS, "JAX_PLATFORMS": "cpu"} if settings.strict_float else {}
+
+
+def run_bench(
+    spec: EnvSpec,
+    settings: BenchSettings,
+    ports: list[tuple[str, Path]],
+    command: str = "",
+    progress: Progress | None = None,
+) -> BenchReport:
+    def say(msg: str) -> None:
+        if progress:
+            progress(msg)
+
+    if not ports:
+        raise BadInput(f"no port of {spec.name} to benchmark (looked for generated/{spec.name}/*)")
+    say("measuring memory bandwidth and peak FLOP/s")
+    machine = run_job(_job_machine)
+    report = BenchReport(
+        env=spec.name,
+        reference=spec.reference,
+        settings=asdict(settings),
+        machine=machine,
+        date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        command=command,
+    )
+    say(f"reference {spec.reference}")
+    ref = run_job(_job_reference, (spec, settings))
+    report.measurements.extend(Measurement.from_dict(m) for m in ref["measurements"])
+    for target, path in ports:
+        label = f"{target} port" + (" (strict)" if settings.strict_float else "")
+        kind = port_kind(path)
+        if kind != "jax":
+            report.skipped.append(f"{label} {path}: no in-process benchmark for {kind} ports yet")
+            continue
+        say(f"{label} {path}")
+        result = run_job(_job_jax, (spec, str(path), settings, label), jax_env(settings))
+        report.measurements.extend(Measurement.from_dict(m) for m in result["measurements"])
+        report.cost = report.cost or result["cost"]
+    return report

@@ -1,0 +1,82 @@
+"""`envforge bench`: steps per second of the reference and of every port, side by side."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import typer
+from rich.console import Console
+
+from envforge.bench.measure import BATCH_SIZES, BenchSettings
+from envforge.bench.suite import find_ports, run_bench
+from envforge.errors import BadInput
+from envforge.locate import spec_for_name
+
+
+def _ints(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise BadInput(f"{flag}: expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise BadInput(f"{flag}: expected positive integers, got {text!r}")
+    return values
+
+
+def bench_command(
+    env: str = typer.Argument(..., help="Env name (references/<env>)."),
+    target: list[str] = typer.Option(
+        None, "--target", help="Port(s) to measure: jax, rust (default: every port found)."
+    ),
+    batch: str = typer.Option(
+        ",".join(map(str, BATCH_SIZES)), "--batch", help="Batch sizes, comma-separated."
+    ),
+    policy: str = typer.Option("random,mlp", "--policy", help="random, mlp or both."),
+    repeats: int = typer.Option(5, "--repeats", min=1, help="Timed runs; the median is shown."),
+    min_run: float = typer.Option(0.2, "--min-run", min=0.001, help="Seconds per timed run."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Measure strict-float builds (no FMA) instead of fast ones."
+    ),
+    max_python_batch: int = typer.Option(
+        4096, "--max-python-batch", help="Largest batch for Python references."
+    ),
+    plot: str = typer.Option(None, "--plot", help="Write a log-log PNG of SPS vs batch size."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Measure env steps/s of the reference and its ports (compile time excluded)."""
+    spec = spec_for_name(env)
+    policies = tuple(p.strip() for p in policy.split(",") if p.strip())
+    if not policies or any(p not in ("random", "mlp") for p in policies):
+        raise BadInput(f"--policy: expected random, mlp or random,mlp, got {policy!r}")
+    settings = BenchSettings(
+        batch_sizes=_ints(batch, "--batch"),
+        repeats=repeats,
+        min_run_s=min_run,
+        policies=policies,
+        strict_float=strict,
+        max_python_batch=max_python_batch,
+    )
+    ports = find_ports(spec, target or None)
+    command = "envforge " + " ".join(sys.argv[1:]) if sys.argv[1:] else f"envforge bench {env}"
+    console = Console(stderr=as_json)
+    with console.status(f"benchmarking {spec.name}") as status:
+        report = run_bench(
+            spec,
+            settings,
+            ports,
+            command=command,
+            progress=lambda msg: status.update(f"benchmarking {spec.name}: {msg}"),
+        )
+    if plot:
+        report.plot(plot)
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        report.render(console)
+        if plot:
+            console.print(f"plot: {plot}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench_command)

@@ -1,0 +1,170 @@
+"""envforge bench: the fast loops do the same work as obvious slow ones; reports add up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from envforge.bench.ceiling import Machine, StepCost, _jaxpr_ops, ceiling_sps, step_cost
+from envforge.bench.measure import BenchSettings, Measurement, timed_runs
+from envforge.bench.report import BenchReport
+from envforge.locate import default_port, spec_for_name
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = BenchSettings(batch_sizes=(1, 4), repeats=2, min_run_s=0.01, policies=("random", "mlp"))
+
+
+def _port(env: str) -> tuple:
+    spec = spec_for_name(env)
+    try:
+        return spec, default_port(spec, "jax")
+    except Exception:  # noqa: BLE001 - port not written yet
+        pytest.skip(f"no JAX port of {env}")
+
+
+def test_timed_runs_counts_env_steps_per_second() -> None:
+    calls = []
+    runs = timed_runs(lambda: calls.append(1), env_steps_per_call=10, repeats=3, min_run_s=0.001)
+    assert len(runs) == 3 and all(r > 0 for r in runs)
+    assert len(calls) > 3  # the calibration call, then k calls per run
+
+
+def test_jax_scan_rollout_matches_a_plain_python_loop() -> None:
+    """The scanned, vmapped loop (actions, steps, auto-resets) against one env stepped by hand."""
+    import jax
+    import jax.numpy as jnp
+
+    from envforge.bench.jax_loop import initial_carry, load_port, make_rollout
+
+    spec, port = _port("cartpole")  # random play ends episodes within the rollout
+    module = load_port(spec, port)
+    batch, length = 3, 60
+    carry = initial_carry(module, batch)
+    state, _, rng, total = jax.jit(make_rollout(module, spec, "random", length))(carry, {})
+
+    step, reset, observe = jax.jit(module.step), jax.jit(module.reset), jax.jit(module.observe)
+    resets = 0
+    for i in range(batch):
+        s = jax.tree_util.tree_map(lambda x, i=i: x[i], carry[0])
+        x = np.uint32(carry[2][i])
+        ret = np.float32(0.0)
+        for _ in range(length):
+            x = np.uint32(x ^ (x << np.uint32(13)))
+            x = np.uint32(x ^ (x >> np.uint32(17)))
+            x = np.uint32(x ^ (x << np.uint32(5)))
+            s, _, reward, terminated, truncated = step(s, jnp.int32(x % spec.action.n))
+            ret += np.float32(reward)
+            x = np.uint32(x ^ (x << np.uint32(13)))
+            x = np.uint32(x ^ (x >> np.uint32(17)))
+            x = np.uint32(x ^ (x << np.uint32(5)))
+            if bool(terminated | truncated):
+                s, resets = reset(jnp.uint32(x)), resets + 1
+        observe(s)
+        for name, value in module.to_canonical(s).items():
+            got = np.asarray(module.to_canonical(state)[name])[i]
+            np.testing.assert_allclose(got, np.asarray(value), rtol=1e-5, atol=1e-6)
+        assert np.uint32(rng[i]) == x
+        assert float(total[i]) == pytest.approx(float(ret))
+    assert resets > 0, "the rollout should have crossed at least one episode end"
+
+
+def test_c_harness_steps_pong_with_both_policies() -> None:
+    from envforge.bench.c_loop import measure_c_loop
+
+    spec = spec_for_name("pong")
+    path = spec.reference_path()
+    assert path is not None
+    rows = measure_c_loop(spec, path, TINY)
+    assert {(m.policy, m.batch) for m in rows} == {(p, b) for p in TINY.policies for b in (1, 4)}
+    for m in rows:
+        assert not m.note, m.note
+        assert len(m.runs_sps) == TINY.repeats and m.sps and m.sps > 1e3
+
+
+def test_python_loop_steps_gymnasium_and_skips_huge_batches() -> None:
+    from envforge.bench.python_loop import measure_python
+
+    spec = spec_for_name("cartpole")
+    settings = BenchSettings(batch_sizes=(2, 8), repeats=1, min_run_s=0.01, max_python_batch=4)
+    rows = measure_python(spec, settings)
+    measured = [m for m in rows if m.batch == 2]
+    skipped = [m for m in rows if m.batch == 8]
+    assert all(m.sps and m.sps > 100 for m in measured)
+    assert all(m.sps is None and "not run" in m.note for m in skipped)
+
+
+def test_jaxpr_op_count_weights_transcendentals() -> None:
+    import jax
+    import jax.numpy as jnp
+
+    closed = jax.make_jaxpr(lambda x: jnp.sin(x) + x * 2.0)(jnp.zeros(3, jnp.float32))
+    ops, transcendental = _jaxpr_ops(closed.jaxpr)
+    assert transcendental == 3
+    assert ops == 3 * 10 + 3 + 3  # sin weighted 10, one mul and one add per element
+
+
+def test_pong_step_cost_and_ceiling() -> None:
+    from envforge.bench.jax_loop import load_port
+
+    spec, port = _port("pong")
+    cost = step_cost(spec, load_port(spec, port), hidden=64)
+    assert cost.state_bytes == 40 and cost.obs_bytes == 32
+    assert cost.bytes_per_step == 2 * 40 + 32 + 4 + 16
+    assert cost.ops_per_step > 200  # four physics frames
+    machine = Machine("cpu", 2, 1.0, bandwidth_gbs=10.0, peak_gflops=1000.0, load_before=(0, 0, 0))
+    sps, bound = ceiling_sps(machine, cost, "random")
+    assert bound == "memory" and sps == pytest.approx(10e9 / cost.bytes_per_step)
+
+
+def test_report_ratios_targets_and_round_trip(tmp_path: Path) -> None:
+    machine = Machine("cpu", 2, 1.0, 10.0, 100.0, (0.5, 0.5, 0.5)).__dict__
+    cost = StepCost(40, 32, 132, 500.0, 0, 1000.0).to_dict()
+    rows = [
+        Measurement("C loop (reference)", "reference", "random", 1, [1e6, 2e6, 3e6]),
+        Measurement("C loop (reference)", "reference", "random", 64, [1e6]),
+        Measurement("jax port", "port", "random", 1, [1e5]),
+        Measurement("jax port", "port", "random", 64, [5e6]),
+    ]
+    report = BenchReport("pong", "pong.c", {}, machine, "today", "cmd", rows, cost)
+    (jax_row,) = [s for s in report.summaries() if s.role == "port"]
+    assert jax_row.best_batch == 64 and jax_row.ratio_to_reference == pytest.approx(2.5)
+    assert jax_row.meets_ratio_target  # C references: at least 2x
+    ceiling = min(10e9 / 132, 100e9 / 500)
+    assert jax_row.fraction_of_ceiling == pytest.approx(5e6 / ceiling)
+    again = BenchReport.from_dict(json.loads(json.dumps(report.to_dict())))
+    assert again.summaries() == report.summaries()
+    report.plot(str(tmp_path / "plot.png"))
+    assert (tmp_path / "plot.png").stat().st_size > 1000
+
+
+def test_bench_cli_end_to_end_json() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "envforge.cli", "bench", "pong", "--batch", "2"]
+        + ["--repeats", "1", "--min-run", "0.01", "--policy", "random", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    names = {m["implementation"] for m in data["measurements"]}
+    assert {"C loop (reference)", "jax port"} <= names
+    assert all(m["sps"] and m["sps"] > 0 for m in data["measurements"])
+    assert data["machine"]["bandwidth_gbs"] > 0 and data["step_cost"]["ops_per_step"] > 0
+
+
+def test_bench_cli_rejects_bad_flags() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "envforge.cli", "bench", "pong", "--policy", "greedy"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "--policy" in proc.stderr
