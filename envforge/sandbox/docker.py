@@ -35,6 +35,8 @@ from envforge.sandbox.paths import container_environment, host_rust_cache, pytho
 
 MB = 1024 * 1024
 LABEL = "envforge.sandbox"
+OWNER_LABEL = "envforge.sandbox.owner"
+"""The pid of the host process that started the container."""
 CLIENT_TIMEOUT_S = 60
 
 
@@ -153,7 +155,7 @@ class DockerSandbox(Sandbox):
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             init=True,
-            labels={LABEL: "1"},
+            labels={LABEL: "1", OWNER_LABEL: str(os.getpid())},
         )
         try:
             container.start()
