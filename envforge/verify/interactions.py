@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import strategies as st
+from hypothesis.reporting import with_reporter
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
@@ -35,6 +36,8 @@ from envforge.verify.report import LevelResult
 from envforge.verify.strategies import action_strategy, stack_actions
 
 SEEDS = st.integers(0, 2**32 - 1)
+SHRINK_BUDGET_S = 30.0
+"""Shrinking a long program replays it hundreds of times; past this the smallest so far is kept."""
 
 
 class _Divergence(AssertionError):
@@ -51,6 +54,14 @@ class _Record:
     seconds: float = 0.0
     programs: int = 0
     events: dict[str, int] = field(default_factory=dict)
+    first_failure: float | None = None
+
+    def shrink_stopped(self) -> bool:
+        """After the budget every program passes untried, so hypothesis stops shrinking."""
+        return (
+            self.first_failure is not None
+            and time.perf_counter() - self.first_failure > SHRINK_BUDGET_S
+        )
 
 
 def make_machine(ctx: VerifyContext, record: _Record) -> type[RuleBasedStateMachine]:
@@ -109,9 +120,13 @@ def make_machine(ctx: VerifyContext, record: _Record) -> type[RuleBasedStateMach
             )
             finding.detail = "shrunk program:\n" + "\n".join(self.program)
             record.finding = finding
+            if record.first_failure is None:
+                record.first_failure = time.perf_counter()
             raise _Divergence(finding.message)
 
         def _reset(self, seed: int) -> None:
+            if record.shrink_stopped():
+                return
             self.program.append(f"reset(seed={seed})")
             self.seed, self.history, self.done = seed, [], False
             seeds = np.array([seed], dtype=np.uint32)
@@ -137,6 +152,8 @@ def make_machine(ctx: VerifyContext, record: _Record) -> type[RuleBasedStateMach
             self.ref_state, self.port_state = ref, port
 
         def _step(self, action: Any) -> None:
+            if record.shrink_stopped():
+                return
             act = stack_actions(spec, [action])
             self.history.append(to_jsonable(act[0]))
             start = time.perf_counter()
@@ -206,15 +223,22 @@ def run(ctx: VerifyContext) -> LevelResult:
         suppress_health_check=list(HealthCheck),
         phases=[Phase.generate, Phase.shrink],
         print_blob=False,
+        verbosity=Verbosity.quiet,  # findings carry the example; stdout may be --json
         report_multiple_bugs=False,
     )
     try:
-        run_state_machine_as_test(machine, settings=config)
+        # hypothesis reports some replays by printing, whatever the verbosity; stdout may be --json
+        with with_reporter(lambda text: None):
+            run_state_machine_as_test(machine, settings=config)
     except _Divergence:
         pass
-    except Exception:  # Flaky after a driver died mid-shrink: report the driver failure
-        if record.driver_error is None:
+    except Exception:  # Flaky after a driver died mid-shrink, or after the shrink budget
+        if record.driver_error is None and not record.shrink_stopped():
             raise
+    if record.finding is not None and record.shrink_stopped():
+        record.finding.detail = record.finding.detail.replace(
+            "shrunk program:", f"program (shrinking stopped after {SHRINK_BUDGET_S:g} s):", 1
+        )
     if record.driver_error is not None:
         raise record.driver_error
     stats = {

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -101,6 +101,7 @@ def check_steps_hypothesis(ctx: VerifyContext, counter: _Counter) -> Finding | N
         suppress_health_check=list(HealthCheck),
         phases=[Phase.generate, Phase.shrink],
         print_blob=False,
+        verbosity=Verbosity.quiet,  # findings carry the example; stdout may be --json
         report_multiple_bugs=False,
     )
     @given(batch)
