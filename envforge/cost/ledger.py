@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -91,39 +91,8 @@ class Ledger:
 
     def record(self, entry: LedgerEntry) -> LedgerEntry:
         """Write one call and commit it (durable before the caller makes its next call)."""
-        now = datetime.now(UTC)
-        ts = entry.ts or now.isoformat(timespec="seconds")
-        u = entry.usage
         with self._db:
-            self._db.execute(
-                "INSERT INTO calls (ts, day, job, run, purpose, model, input_tokens, output_tokens,"
-                " cache_read_tokens, cache_write_tokens, cost_usd, price_version)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    ts,
-                    ts[:10],
-                    entry.job,
-                    entry.run,
-                    entry.purpose,
-                    entry.model,
-                    u.input_tokens,
-                    u.output_tokens,
-                    u.cache_read_tokens,
-                    u.cache_write_tokens,
-                    str(entry.cost_usd),
-                    entry.price_version,
-                ),
-            )
-        return LedgerEntry(
-            entry.job,
-            entry.run,
-            entry.purpose,
-            entry.model,
-            u,
-            entry.cost_usd,
-            entry.price_version,
-            ts,
-        )
+            return insert_entry(self._db, entry)
 
     def entries(self, job: str | None = None, run: str | None = None) -> list[LedgerEntry]:
         query = (
@@ -160,3 +129,30 @@ class Ledger:
             calls, usage, cost = groups.get(key, (0, Usage(), Decimal(0)))
             groups[key] = (calls + 1, usage + e.usage, cost + e.cost_usd)
         return [SummaryRow(k, *v) for k, v in sorted(groups.items())]
+
+
+def insert_entry(db: sqlite3.Connection, entry: LedgerEntry) -> LedgerEntry:
+    """Insert one call row without committing, so a caller can make it part of a larger
+    transaction (the batch store writes it together with the call log)."""
+    ts = entry.ts or datetime.now(UTC).isoformat(timespec="seconds")
+    u = entry.usage
+    db.execute(
+        "INSERT INTO calls (ts, day, job, run, purpose, model, input_tokens, output_tokens,"
+        " cache_read_tokens, cache_write_tokens, cost_usd, price_version)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            ts,
+            ts[:10],
+            entry.job,
+            entry.run,
+            entry.purpose,
+            entry.model,
+            u.input_tokens,
+            u.output_tokens,
+            u.cache_read_tokens,
+            u.cache_write_tokens,
+            str(entry.cost_usd),
+            entry.price_version,
+        ),
+    )
+    return replace(entry, ts=ts)

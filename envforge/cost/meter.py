@@ -4,12 +4,26 @@ from __future__ import annotations
 
 from dataclasses import replace
 from decimal import Decimal
+from typing import Protocol
 
 from envforge.agents.messages import ModelRequest, ModelResponse, Usage
 from envforge.agents.model import Model
 from envforge.cost.budget import Budget, worst_case_cost
 from envforge.cost.ledger import Ledger, LedgerEntry
 from envforge.cost.prices import Price
+
+
+class Meter(Protocol):
+    """What the repair loop needs from a metered model: calls, and running totals of this run."""
+
+    name: str
+    purpose: str
+    """Labels the ledger rows of the next calls (the orchestrator sets it per episode)."""
+    calls: int
+    usage: Usage
+    cost_usd: Decimal
+
+    def complete(self, request: ModelRequest) -> ModelResponse: ...
 
 
 class MeteredModel:

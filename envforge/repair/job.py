@@ -7,6 +7,7 @@ is checked before the first call, so bad input costs nothing.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -17,14 +18,25 @@ from envforge.agents.model import Model
 from envforge.agents.select import ModelOptions, open_model, provider_of
 from envforge.cost.budget import Budget
 from envforge.cost.ledger import Ledger
-from envforge.cost.meter import MeteredModel
+from envforge.cost.meter import Meter, MeteredModel
 from envforge.cost.prices import Price, load_price_table
 from envforge.prompts.render import target
-from envforge.repair.orchestrate import ProgressFn, RepairConfig, RepairLoop, RepairResult
+from envforge.repair.orchestrate import (
+    Measurer,
+    ProgressFn,
+    RepairConfig,
+    RepairLoop,
+    RepairResult,
+    Verifier,
+)
 from envforge.repair.provenance import RunIdentity, provenance_markdown
 from envforge.repair.workspace import check_out_dir, land
 from envforge.sandbox.base import Sandbox
 from envforge.spec import EnvSpec
+
+MeterFactory = Callable[[Model, Price, str, str], Meter]
+"""(model, price, job, run) -> the meter the loop calls through, in place of a MeteredModel on
+the job's ledger (a batch meters against its own store and a shared budget)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,8 @@ class TranslateJob:
     price: Price | None = None
     """Rates the user gave (e.g. for a local model); None: look the model up in the price table."""
     model_options: ModelOptions = field(default_factory=ModelOptions)
+    run: str | None = None
+    """Run id in the ledger; default a fresh timestamped one (a batch uses a stable id)."""
 
 
 @dataclass
@@ -93,27 +107,45 @@ def run_translate_job(
     model: Model | None = None,
     sandbox: Sandbox | None = None,
     progress: ProgressFn | None = None,
+    meter: MeterFactory | None = None,
+    verifier: Verifier | None = None,
+    measurer: Measurer | None = None,
 ) -> TranslateOutcome:
-    """Run a job. ``model`` overrides ``job.model`` (tests pass a scripted model)."""
+    """Run a job. ``model`` overrides ``job.model`` (tests pass a scripted model).
+
+    With ``meter`` no ledger is opened here: the meter records every call, and what it counted
+    is the job's spend."""
     target(job.config.target)
     if job.out is not None:
         check_out_dir(job.out)
     live = model if model is not None else open_model(job.model, job.model_options)
     name = pricing_name(live, job.model) if model is None else live.name
     price = job.price or load_price_table().price_for(name)
-    run = new_run_id(job.spec, job.config.target)
+    run = job.run or new_run_id(job.spec, job.config.target)
     job_name = job.job or f"translate-{run}"
     workspace = job.workspace or Path(".envforge") / "runs" / run
-    with Ledger(job.ledger) as ledger:
-        metered = MeteredModel(live, price, ledger, Budget(job.budget_usd), job_name, run)
-        loop = RepairLoop(job.spec, metered, workspace, job.config, sandbox, progress)
+
+    def execute(metered: Meter) -> tuple[RepairResult, Path | None]:
+        loop = RepairLoop(
+            job.spec, metered, workspace, job.config, sandbox, progress, verifier, measurer
+        )
         result = loop.run()
         out = None
         if job.out is not None and loop.ws.has_port():
             identity = RunIdentity(name, job_name, run, price.version)
             land(loop.ws, job.out, provenance_markdown(job.spec, result, job.config, identity))
             out = job.out
-        spent = ledger.spent(job=job_name)
+        return result, out
+
+    if meter is not None:
+        metered = meter(live, price, job_name, run)
+        result, out = execute(metered)
+        spent = metered.cost_usd
+    else:
+        with Ledger(job.ledger) as ledger:
+            metered = MeteredModel(live, price, ledger, Budget(job.budget_usd), job_name, run)
+            result, out = execute(metered)
+            spent = ledger.spent(job=job_name)
     return TranslateOutcome(
         result, job_name, run, name, price, metered.calls, metered.cost_usd, spent, out
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from envforge.prompts import render as prompts
-from envforge.repair.throughput import Throughput, measure_isolated
+from envforge.repair.throughput import Throughput
 from envforge.verify.report import Report
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ def optimize(loop: RepairLoop, iterations: list[Iteration], report: Report | Non
         loop.progress(f"optimize: throughput is measured for JAX ports only, not {config.target}")
         return report
     kept = iterations[-1]
-    baseline = measure_isolated(loop.spec, loop.ws.port_dir, config.throughput_batch)
+    baseline = loop.measurer(loop.spec, loop.ws.port_dir, config.throughput_batch)
     if isinstance(baseline, str):
         loop.progress(f"optimize: skipped, {baseline}")
         return report
@@ -40,7 +40,7 @@ def optimize(loop: RepairLoop, iterations: list[Iteration], report: Report | Non
         iterations.append(record)
         measured: Throughput | str = "not measured: the port no longer verifies"
         if finding is None:
-            measured = measure_isolated(loop.spec, loop.ws.port_dir, config.throughput_batch)
+            measured = loop.measurer(loop.spec, loop.ws.port_dir, config.throughput_batch)
         if isinstance(measured, Throughput):
             record.steps_per_second = measured.steps_per_second
         if (

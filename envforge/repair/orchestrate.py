@@ -20,10 +20,11 @@ from envforge.agents.loop import Agent, AgentLimits, AgentResult
 from envforge.agents.messages import Usage, user
 from envforge.agents.model import ModelError
 from envforge.agents.tools import WorkspaceTools
-from envforge.cost.meter import MeteredModel
+from envforge.cost.meter import Meter
 from envforge.errors import BadInput
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import reference_sources
+from envforge.repair.throughput import Throughput, measure_isolated
 from envforge.repair.workspace import RunWorkspace
 from envforge.sandbox.base import Sandbox
 from envforge.spec import EnvSpec
@@ -33,6 +34,10 @@ from envforge.verify.report import Report
 from envforge.verify.runner import parse_levels, verify
 
 ProgressFn = Callable[[str], None]
+Verifier = Callable[[EnvSpec, Path, list[int], VerifyOptions], Report]
+"""Verifies a port folder at some levels; ``verify`` itself, or a caching wrapper around it."""
+Measurer = Callable[[EnvSpec, Path, int], Throughput | str]
+"""Measures a port's steps/s (or says why it could not); ``measure_isolated`` by default."""
 
 
 @dataclass(frozen=True)
@@ -128,14 +133,18 @@ class RepairLoop:
     def __init__(
         self,
         spec: EnvSpec,
-        model: MeteredModel,
+        model: Meter,
         workspace: Path,
         config: RepairConfig | None = None,
         sandbox: Sandbox | None = None,
         progress: ProgressFn | None = None,
+        verifier: Verifier | None = None,
+        measurer: Measurer | None = None,
     ) -> None:
         self.spec = spec
         self.model = model
+        self.verifier: Verifier = verifier or verify
+        self.measurer: Measurer = measurer or measure_isolated
         self.config = config or RepairConfig()
         self.progress = progress or (lambda _: None)
         prompts.target(self.config.target)
@@ -163,7 +172,7 @@ class RepairLoop:
             missing = f"no port at {self.ws.layout.port_rel}"
             return None, Finding(level=0, check="missing_port", message=missing)
         try:
-            report = verify(self.spec, self.ws.port_dir, levels, self.config.verify)
+            report = self.verifier(self.spec, self.ws.port_dir, levels, self.config.verify)
         except BadInput as e:
             return None, Finding(level=0, check="missing_port", message=str(e))
         if report.passed:
