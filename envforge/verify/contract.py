@@ -158,10 +158,19 @@ class _Checker:
             bad = _obs_out_of_bounds(self.ctx, tr.obs[alive]) if alive.any() else None
             if bad is not None:
                 i = int(np.flatnonzero(alive)[bad])
+                # the observation is usually out of bounds because a state field is: name it too
+                culprits = [
+                    n for n, _ in _range_violations(self.ctx, take_state(tr.state, slice(i, i + 1)))
+                ]
                 self.fail(
                     "obs_bounds",
-                    "observation outside the declared bounds",
-                    fields=["obs"],
+                    "observation outside the declared bounds"
+                    + (
+                        f" (state outside the spec range in {', '.join(culprits)})"
+                        if culprits
+                        else ""
+                    ),
+                    fields=[*culprits, "obs"],
                     seed=int(seeds[i]),
                     step=t,
                     actions=[a[i] for a in actions_seen],

@@ -87,7 +87,7 @@ def assignments(path: Path, names: tuple[str, ...], limit: int = 8) -> list[Sour
 
 
 def locate(
-    spec: EnvSpec, keys: list[str], files: list[Path], limit: int = 8, depth: int = 3
+    spec: EnvSpec, keys: list[str], files: list[Path], limit: int = 8, depth: int = 4
 ) -> list[SourceLocation]:
     """Assignments of the given canonical fields / transition keys across ``files``, then the
     definitions they read (``depth`` hops back, at most ``2 * limit`` more lines)."""
@@ -104,8 +104,9 @@ def locate(
 
 # ---- dependencies: what the assigning lines read ------------------------------------------
 
-# a name that is read: not an attribute (x.name, p->name), not an object base (name.x, name->x)
-_IDENT = re.compile(r"(?<![\w.>])([A-Za-z_]\w*)(?!\w)(?!\s*(?:\.(?!\d)|->))")
+# a name that is read: not an attribute (x.name, p->name), not an object base (name.x, name->x),
+# not a keyword argument (f(name=...))
+_IDENT = re.compile(r"(?<![\w.>])([A-Za-z_]\w*)(?!\w)(?!\s*(?:\.(?!\d)|->|=(?!=)))")
 _ASSIGN = re.compile(r"(?<![<>!=])(?:[+\-*/%&|^]|<<|>>|//|\*\*)?=(?!=)")
 _KEYWORDS = frozenset(
     {"and", "or", "not", "in", "is", "if", "else", "for", "while", "return", "lambda", "None"}
