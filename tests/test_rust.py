@@ -1,0 +1,192 @@
+"""The Rust target: the backend's build cache and contract, and the hand-written Rust ports.
+
+The first build of a crate compiles pyo3/numpy/rayon (about a minute on 2 cores); every later
+crate, mutant and run reuses them from the shared cargo target directory in the envforge cache.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from envforge.backends.c import CDriver
+from envforge.backends.rust import RustDriver
+from envforge.backends.rust_build import build_hash, cached_extension
+from envforge.locate import spec_for_name
+from envforge.sandbox.confine import probe
+from envforge.sandbox.docker import docker_available
+from envforge.train.evaluate import random_action_fn, run_episodes
+from envforge.verify.context import VerifyOptions
+from envforge.verify.runner import verify
+
+ROOT = Path(__file__).resolve().parents[1]
+PONG = ROOT / "generated/pong/rust"
+CARTPOLE = ROOT / "generated/cartpole/rust"
+HAS_MATURIN = shutil.which("maturin") or (Path(sys.executable).parent / "maturin").exists()
+pytestmark = pytest.mark.skipif(
+    shutil.which("cargo") is None or not HAS_MATURIN, reason="needs cargo and maturin"
+)
+
+
+@pytest.fixture(scope="module")
+def pong_spec():  # type: ignore[no-untyped-def]
+    return spec_for_name("pong")
+
+
+@pytest.fixture(scope="module")
+def pong_rust(pong_spec) -> RustDriver:  # type: ignore[no-untyped-def]
+    return RustDriver(pong_spec, PONG, strict_float=True)
+
+
+@pytest.fixture(scope="module")
+def pong_c(pong_spec) -> CDriver:  # type: ignore[no-untyped-def]
+    return CDriver(pong_spec, ROOT / "references/pong/pong.c", strict_float=True)
+
+
+def copy_crate(tmp_path: Path, crate: Path) -> Path:
+    out = tmp_path / crate.parent.name
+    shutil.copytree(crate, out, ignore=shutil.ignore_patterns("target"))
+    return out
+
+
+def _bits(value: np.ndarray) -> np.ndarray:
+    return value.view(np.uint32) if value.dtype == np.float32 else value
+
+
+# ---- the pong port against the C reference, in process --------------------------------------
+
+
+def test_pong_port_replicates_the_c_reference_bit_for_bit(pong_rust, pong_c) -> None:  # type: ignore[no-untyped-def]
+    seeds = np.arange(512, dtype=np.uint32)
+    rust, c = pong_rust.reset(seeds), pong_c.reset(seeds)
+    rng = np.random.default_rng(0)
+    for t in range(600):
+        actions = rng.integers(0, 3, len(seeds)).astype(np.int32)
+        tr, tc = pong_rust.step(rust, actions), pong_c.step(c, actions)
+        for name in tc.state:
+            assert np.array_equal(_bits(tr.state[name]), _bits(tc.state[name])), (t, name)
+        assert np.array_equal(tr.obs.view(np.uint32), tc.obs.view(np.uint32)), t
+        assert np.array_equal(tr.reward, tc.reward) and np.array_equal(tr.terminated, tc.terminated)
+        rust, c = tr.state, tc.state
+    assert (rust["score_l"] + rust["score_r"]).sum() > 0  # points were played
+
+
+def test_strict_float_flushes_denormals_like_the_c_reference(pong_spec, pong_rust, pong_c) -> None:  # type: ignore[no-untyped-def]
+    state = pong_c.reset(np.zeros(1, np.uint32))
+    # a ball on the agent's paddle moving right by a denormal: with DAZ it is not moving right
+    state.update(ball_x=np.float32([605]), ball_y=np.float32([200]), paddle_yr=np.float32([180]))
+    state["ball_vx"] = np.float32([1e-40])
+    action = np.zeros(1, np.int32)
+    fast_rust = RustDriver(pong_spec, PONG, strict_float=False)
+    fast_c = CDriver(pong_spec, ROOT / "references/pong/pong.c", strict_float=False)
+    strict = pong_rust.step(state, action)
+    fast = fast_rust.step(state, action)
+    assert strict.state["ball_vx"][0] == pong_c.step(state, action).state["ball_vx"][0] > 0
+    assert fast.state["ball_vx"][0] == fast_c.step(state, action).state["ball_vx"][0] < 0
+
+
+def test_the_evaluation_path_plays_the_same_episodes(pong_spec, pong_rust, pong_c) -> None:  # type: ignore[no-untyped-def]
+    seeds = np.arange(32, dtype=np.uint32)
+    kw = {"max_steps": 400}
+    on_rust = run_episodes(pong_rust, pong_spec, random_action_fn(pong_spec, 1), seeds, **kw)
+    on_c = run_episodes(pong_c, pong_spec, random_action_fn(pong_spec, 1), seeds, **kw)
+    assert np.array_equal(on_rust.returns, on_c.returns)
+    assert np.array_equal(on_rust.lengths, on_c.lengths) and on_rust.steps > 0
+
+
+def test_the_batch_checks_its_buffers(pong_rust) -> None:  # type: ignore[no-untyped-def]
+    batch = pong_rust.module.EnvBatch(0)
+    batch.reset(np.arange(4, dtype=np.uint32))
+    assert batch.num_envs == 4 and sorted(batch.get_state()) == sorted(pong_rust.spec.field_names)
+    obs, reward, flags = np.zeros((4, 8), np.float32), np.zeros(4, np.float32), np.zeros(4, bool)
+    with pytest.raises(ValueError, match="actions has 3 elements"):
+        batch.step(np.zeros(3, np.int32), obs, reward, flags, flags.copy())
+    with pytest.raises(KeyError, match="lacks field"):
+        batch.set_state({"paddle_yl": np.zeros(4, np.float32)})
+
+
+# ---- the build cache -------------------------------------------------------------------------
+
+
+def test_unchanged_crates_are_not_rebuilt(pong_rust, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    assert cached_extension(PONG) == pong_rust.library
+    copy = copy_crate(tmp_path, PONG)
+    assert build_hash(copy) == build_hash(PONG)  # the hash is the content, not the place
+    lib = copy / "src" / "lib.rs"
+    lib.write_text(lib.read_text() + "\n// touched\n")
+    assert build_hash(copy) != build_hash(PONG) and cached_extension(copy) is None
+
+
+def test_build_errors_are_l0_findings_with_the_compiler_message(pong_spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    crate = copy_crate(tmp_path, PONG)
+    physics = crate / "src" / "pong.rs"
+    physics.write_text(
+        physics.read_text().replace("self.ball_x += self.ball_vx;", "self.ball_x += self.ball_vxx;")
+    )
+    report = verify(pong_spec, crate, [0, 1], VerifyOptions(scale=0.1))
+    assert [lv.status for lv in report.levels] == ["fail"]
+    finding = report.levels[0].findings[0]
+    assert finding.check == "contract" and "cargo build failed" in finding.message
+    assert "no field `ball_vxx`" in finding.message and "src/pong.rs" in finding.message
+
+
+# ---- the ports through the verifier ----------------------------------------------------------
+
+
+def test_pong_rust_port_is_equivalent_at_levels_0_to_3(pong_spec) -> None:  # type: ignore[no-untyped-def]
+    report = verify(pong_spec, PONG, [0, 1, 2, 3], VerifyOptions(scale=0.1))
+    assert report.passed, [(lv.level, lv.summary) for lv in report.levels]
+
+
+def test_cartpole_rust_port_is_equivalent_at_levels_0_to_3() -> None:
+    report = verify(spec_for_name("cartpole"), CARTPOLE, [0, 1, 2, 3], VerifyOptions(scale=0.2))
+    assert report.passed, [(lv.level, lv.summary) for lv in report.levels]
+
+
+def test_a_mutated_port_is_caught_at_l1_and_localized(pong_spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    crate = copy_crate(tmp_path, PONG)
+    physics = crate / "src" / "pong.rs"
+    physics.write_text(
+        physics.read_text().replace("const SPEEDUP: f32 = 1.125;", "const SPEEDUP: f32 = 1.25;")
+    )
+    report = verify(pong_spec, crate, [0, 1], VerifyOptions(scale=0.2))
+    assert [lv.status for lv in report.levels] == ["pass", "fail"]
+    finding = report.levels[1].findings[0]
+    assert "ball_vy" in finding.fields
+    assert any(loc.file.endswith("pong.rs") and "ball_vy" in loc.text for loc in finding.port_lines)
+
+
+SANDBOXES = [
+    pytest.param(
+        "process",
+        marks=pytest.mark.skipif(not probe().read_only_mounts, reason="no mount namespaces"),
+    ),
+    pytest.param(
+        "docker", marks=pytest.mark.skipif(not docker_available(), reason="no docker engine")
+    ),
+]
+
+
+@pytest.mark.parametrize("kind", SANDBOXES)
+def test_rust_ports_run_in_the_sandboxes(pong_spec, pong_rust, kind: str) -> None:  # type: ignore[no-untyped-def]
+    report = verify(pong_spec, PONG, [0, 1], VerifyOptions(scale=0.1, sandbox=kind))
+    assert report.passed, [(lv.level, lv.summary) for lv in report.levels]
+
+
+def test_crate_builds_run_in_the_process_sandbox(pong_spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    if not probe().read_only_mounts:
+        pytest.skip("no mount namespaces")
+    crate = copy_crate(tmp_path, PONG)
+    outside = ROOT / f"escaped-by-build-script-{tmp_path.name}"
+    (crate / "build.rs").write_text(f'fn main() {{ std::fs::write("{outside}", "x").unwrap(); }}\n')
+    try:
+        report = verify(pong_spec, crate, [0], VerifyOptions(scale=0.1, sandbox="process"))
+        assert not outside.exists()
+    finally:
+        outside.unlink(missing_ok=True)
+    finding = report.levels[0].findings[0]
+    assert finding.check == "contract" and "Read-only file system" in finding.message
