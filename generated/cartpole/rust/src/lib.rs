@@ -7,7 +7,7 @@
 //!   observe(obs: float32[n, 4])
 //!   get_state() -> dict[str, ndarray[n]]             the canonical state of references/cartpole
 //!   set_state(fields: dict[str, ndarray[n]])         resizes the batch to n and loads it
-//! Environments are stepped in parallel with rayon (chunks of CHUNK envs), with the GIL released
+//! Environments are stepped in parallel with rayon (about four chunks per thread), with the GIL released
 //! and nothing allocated inside `step`.
 
 mod cartpole;
@@ -22,8 +22,13 @@ use rayon::prelude::*;
 use cartpole::{CartPole, OBS_SIZE};
 use float_mode::FlushDenormals;
 
-/// Envs per rayon task: large enough to amortize scheduling, small enough to balance 2+ cores.
-const CHUNK: usize = 1024;
+/// Fewest envs per rayon task: below this, scheduling costs more than stepping.
+const MIN_CHUNK: usize = 256;
+
+/// Envs per rayon task: about four tasks per thread, so every core gets work at batch 1k too.
+fn chunk_size(n: usize) -> usize {
+    n.div_ceil(rayon::current_num_threads() * 4).max(MIN_CHUNK)
+}
 
 /// The canonical state: one numpy column per field of `CartPole`, named as in env.toml.
 macro_rules! canonical_fields {
@@ -127,8 +132,9 @@ impl EnvBatch {
         let seeds = seeds.as_slice().map_err(|e| field_error("seeds", e))?;
         self.envs.resize(seeds.len(), CartPole::default());
         let (envs, strict) = (&mut self.envs, self.strict_float);
+        let chunk = chunk_size(envs.len());
         py.detach(|| {
-            (envs.par_chunks_mut(CHUNK), seeds.par_chunks(CHUNK))
+            (envs.par_chunks_mut(chunk), seeds.par_chunks(chunk))
                 .into_par_iter()
                 .for_each(|(envs, seeds)| {
                     let _mode = FlushDenormals::enter(strict);
@@ -167,14 +173,15 @@ impl EnvBatch {
         expect_len("terminated", terminated.len(), n)?;
         expect_len("truncated", truncated.len(), n)?;
         let (envs, strict) = (&mut self.envs, self.strict_float);
+        let chunk = chunk_size(n);
         py.detach(|| {
             (
-                envs.par_chunks_mut(CHUNK),
-                actions.par_chunks(CHUNK),
-                obs.par_chunks_mut(CHUNK * OBS_SIZE),
-                reward.par_chunks_mut(CHUNK),
-                terminated.par_chunks_mut(CHUNK),
-                truncated.par_chunks_mut(CHUNK),
+                envs.par_chunks_mut(chunk),
+                actions.par_chunks(chunk),
+                obs.par_chunks_mut(chunk * OBS_SIZE),
+                reward.par_chunks_mut(chunk),
+                terminated.par_chunks_mut(chunk),
+                truncated.par_chunks_mut(chunk),
             )
                 .into_par_iter()
                 .for_each(|(envs, actions, obs, reward, terminated, truncated)| {
@@ -195,8 +202,9 @@ impl EnvBatch {
         let obs = obs.as_slice_mut().map_err(|e| field_error("obs", e))?;
         expect_len("obs", obs.len(), self.envs.len() * OBS_SIZE)?;
         let (envs, strict) = (&self.envs, self.strict_float);
+        let chunk = chunk_size(envs.len());
         py.detach(|| {
-            (envs.par_chunks(CHUNK), obs.par_chunks_mut(CHUNK * OBS_SIZE))
+            (envs.par_chunks(chunk), obs.par_chunks_mut(chunk * OBS_SIZE))
                 .into_par_iter()
                 .for_each(|(envs, obs)| {
                     let _mode = FlushDenormals::enter(strict);
