@@ -20,6 +20,7 @@ from envforge.errors import BadInput
 from envforge.locate import spec_for_reference
 from envforge.repair.job import TranslateJob, TranslateOutcome, run_translate_job
 from envforge.repair.orchestrate import RepairConfig
+from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_levels
 
@@ -98,6 +99,7 @@ def translate_command(
     record: Path = typer.Option(
         None, "--record", help="Record every model call to this cassette (JSONL)."
     ),
+    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary at the end."),
 ) -> None:
     """Port a reference with a coding agent and repair it until the verifier passes it.
@@ -105,6 +107,7 @@ def translate_command(
     Exit 0 verified, 1 not verified (limits, budget, provider failure), 2 bad input.
     """
     env_spec = spec_for_reference(ref, spec)
+    sandbox_choice = choose_sandbox(sandbox)
     required = tuple(lv for lv in parse_levels(levels) if lv < 4)
     if not required:
         raise BadInput("--levels: give some of levels 0-3 (use --l4 to add transfer)")
@@ -115,7 +118,7 @@ def translate_command(
         max_iters=max_iters,
         max_wall_s=None if max_minutes is None else max_minutes * 60,
         agent=AgentLimits(max_steps=max_steps, max_tokens=max_tokens),
-        verify=VerifyOptions(seed=seed, scale=scale),
+        verify=VerifyOptions(seed=seed, scale=scale, sandbox=sandbox_choice.kind),
         optimize_rounds=optimize,
     )
     translate_job = TranslateJob(
@@ -132,9 +135,14 @@ def translate_command(
     )
     console = Console(stderr=True)
     _show_retries(console)
+    # agent commands always run sandboxed: "none" only turns it off for verification
+    commands = open_sandbox("process" if sandbox_choice.kind == "none" else sandbox_choice.kind)
+    console.print(f"[dim]{sandbox_choice.line(commands)}[/dim]")
     with console.status(f"translating {env_spec.name} to {target} with {model}") as status:
         outcome = run_translate_job(
-            translate_job, progress=lambda msg: status.update(f"{env_spec.name}: {msg}")
+            translate_job,
+            sandbox=commands,
+            progress=lambda msg: status.update(f"{env_spec.name}: {msg}"),
         )
     if as_json:
         print(json.dumps(outcome.to_dict(), indent=2))
