@@ -1,0 +1,1 @@
+"""Where batch jobs run: threads of this process (local) or tasks on a Ray cluster (ray)."""

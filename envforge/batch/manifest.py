@@ -1,0 +1,243 @@
+"""The batch manifest (TOML): one budget and many translation jobs.
+
+    [batch]                      name, total_budget_usd, workers, executor, address
+    [defaults]                   any job key, applied to every job that does not set it
+    [[job]]                      name, ref, target, model, budget_usd, max_iters, levels, out, ...
+
+Validated with pydantic; a problem is one line naming the file, the key and what was expected.
+Relative paths (``ref``, ``spec``, ``out``, ``scripted:`` scripts) are relative to the manifest.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from envforge.errors import BadInput, SpecError
+from envforge.verify.runner import parse_levels
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+NAME_RULE = "a name of letters, digits, '.', '_' or '-' (at most 64)"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _money(value: Any) -> Any:
+    """TOML floats become exact decimals by their text (0.1 stays 0.1)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a number of USD")
+    return str(value) if isinstance(value, float | int) else value
+
+
+class BatchSettings(_Strict):
+    name: str | None = None
+    """Default: the manifest file's stem."""
+    total_budget_usd: Decimal = Field(gt=0)
+    """Most the whole batch may spend; enforced across all workers before every call."""
+    workers: int = Field(default=2, ge=1, le=256)
+    """Jobs running at once."""
+    executor: Literal["local", "ray"] = "local"
+    address: str | None = None
+    """Ray cluster address (``auto``, ``ray://host:10001``); None starts a local Ray."""
+
+    @field_validator("total_budget_usd", mode="before")
+    @classmethod
+    def exact_money(cls, value: Any) -> Any:
+        return _money(value)
+
+
+class JobFields(_Strict):
+    """Every key a job (or ``[defaults]``) may set; ``None`` means "not set here"."""
+
+    name: str | None = None
+    ref: str | None = None
+    """Reference, as for ``envforge translate --ref``: path/to/env.c, gymnasium:<id>, file.py:Class."""
+    spec: str | None = None
+    """env.toml to use (default: beside the reference)."""
+    target: Literal["jax", "rust"] | None = None
+    model: str | None = None
+    """claude-…, gemini-…, openai:<name>, replay:<cassette.jsonl> or scripted:<script.json>."""
+    budget_usd: Decimal | None = Field(default=None, gt=0)
+    """This job's own limit (the batch total applies too)."""
+    max_iters: int | None = Field(default=None, ge=1)
+    max_steps: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_minutes: float | None = Field(default=None, gt=0)
+    levels: str | None = None
+    scale: float | None = Field(default=None, gt=0)
+    seed: int | None = None
+    optimize: int | None = Field(default=None, ge=0)
+    out: str | None = None
+    """Where the final port lands (default ``generated/<env>/<target>-<job>`` here)."""
+    price_in: float | None = Field(default=None, ge=0)
+    price_out: float | None = Field(default=None, ge=0)
+    price_cache_read: float | None = Field(default=None, ge=0)
+    price_cache_write: float | None = Field(default=None, ge=0)
+    num_cpus: float | None = Field(default=None, gt=0)
+    """Ray resources of the job's task."""
+    num_gpus: float | None = Field(default=None, ge=0)
+    """Ray GPUs of the job's task (set 1 when L4 trains on a GPU)."""
+    reference_steps_per_second: float | None = Field(default=None, gt=0)
+    """The reference's measured steps/s (e.g. from ``envforge bench``): the report's speedup."""
+
+    @field_validator("budget_usd", mode="before")
+    @classmethod
+    def exact_money(cls, value: Any) -> Any:
+        return _money(value)
+
+
+class JobEntry(_Strict):
+    """One job with defaults applied and everything required present."""
+
+    name: str
+    ref: str
+    spec: str | None
+    target: Literal["jax", "rust"]
+    model: str
+    budget_usd: Decimal | None
+    max_iters: int
+    max_steps: int
+    max_tokens: int
+    max_minutes: float | None
+    levels: str
+    scale: float
+    seed: int
+    optimize: int
+    out: str | None
+    price_in: float | None
+    price_out: float | None
+    price_cache_read: float | None
+    price_cache_write: float | None
+    num_cpus: float
+    num_gpus: float
+    reference_steps_per_second: float | None
+
+
+BUILTIN_DEFAULTS: dict[str, Any] = {
+    "target": "jax",
+    "max_iters": 20,
+    "max_steps": 40,
+    "max_tokens": 16000,
+    "levels": "0-3",
+    "scale": 1.0,
+    "seed": 0,
+    "optimize": 0,
+    "num_cpus": 1.0,
+    "num_gpus": 0.0,
+}
+REQUIRED = ("name", "ref", "model")
+
+
+class Manifest(_Strict):
+    path: Path
+    name: str
+    settings: BatchSettings
+    jobs: tuple[JobEntry, ...]
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / ".envforge"
+
+    @property
+    def db_path(self) -> Path:
+        return self.state_dir / f"batch-{self.name}.sqlite"
+
+    def resolve(self, relative: str) -> Path:
+        path = Path(relative).expanduser()
+        return path if path.is_absolute() else self.root / path
+
+
+def _first_problem(error: ValidationError) -> tuple[str, str, Any]:
+    problem = error.errors()[0]
+    key = ".".join(str(part) for part in problem["loc"])
+    expected = problem["msg"]
+    if problem["type"] == "extra_forbidden":
+        expected = "no such key (a typo?)"
+    if problem["type"] == "missing":
+        return key, "a value (required)", None
+    expected = expected.removeprefix("Value error, ").removeprefix("Input should be ")
+    return key, expected, problem.get("input")
+
+
+def _validated(model: type[_Strict], data: Any, path: Path, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise SpecError(path, where, "a table", data)
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        key, expected, got = _first_problem(e)
+        raise SpecError(path, f"{where}.{key}", expected, got) from None
+
+
+def load_manifest(path: str | Path) -> Manifest:
+    """Read and validate a manifest; raises SpecError/BadInput (exit 2) on any problem."""
+    path = Path(path).resolve()
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise BadInput(f"manifest not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"cannot read manifest {path}: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise BadInput(f"{path}: not valid TOML: {e}") from None
+    unknown = sorted(set(data) - {"batch", "defaults", "job"})
+    if unknown:
+        raise SpecError(path, unknown[0], "one of [batch], [defaults], [[job]]")
+    if "batch" not in data:
+        raise SpecError(path, "batch", "a [batch] table with total_budget_usd")
+    settings: BatchSettings = _validated(BatchSettings, data["batch"], path, "batch")
+    name = settings.name or path.stem
+    if not NAME.match(name):
+        raise SpecError(path, "batch.name", NAME_RULE, name)
+    defaults: JobFields = _validated(JobFields, data.get("defaults", {}), path, "defaults")
+    if defaults.name is not None:
+        raise SpecError(path, "defaults.name", "no name in [defaults] (each job names itself)")
+    raw_jobs = data.get("job", [])
+    if not isinstance(raw_jobs, list) or not raw_jobs:
+        raise SpecError(path, "job", "at least one [[job]] table")
+    jobs: list[JobEntry] = []
+    for index, raw in enumerate(raw_jobs, 1):
+        where = f"job[#{index}]"
+        if isinstance(raw, dict) and isinstance(raw.get("name"), str):
+            where = f"job[{raw['name']}]"
+        fields: JobFields = _validated(JobFields, raw, path, where)
+        jobs.append(_merge(path, where, fields, defaults))
+    names = [job.name for job in jobs]
+    for job in jobs:
+        if names.count(job.name) > 1:
+            raise SpecError(path, f"job[{job.name}].name", "a name no other job has")
+    return Manifest(path=path, name=name, settings=settings, jobs=tuple(jobs))
+
+
+def _merge(path: Path, where: str, fields: JobFields, defaults: JobFields) -> JobEntry:
+    given = fields.model_dump(exclude_none=True)
+    merged = {**BUILTIN_DEFAULTS, **defaults.model_dump(exclude_none=True), **given}
+    for key in REQUIRED:
+        if key not in merged:
+            raise SpecError(path, f"{where}.{key}", "a value (in the job or in [defaults])")
+    if not NAME.match(merged["name"]):
+        raise SpecError(path, f"{where}.name", NAME_RULE, merged["name"])
+    try:
+        parse_levels(merged["levels"])
+    except BadInput:
+        raise SpecError(
+            path, f"{where}.levels", "levels like '0-3' or '1,3'", merged["levels"]
+        ) from None
+    if not [lv for lv in parse_levels(merged["levels"]) if lv < 4]:
+        raise SpecError(path, f"{where}.levels", "some of levels 0-3 (4 is added after them)")
+    has_in, has_out = "price_in" in merged, "price_out" in merged
+    if has_in != has_out:
+        raise SpecError(path, f"{where}.price_out", "price_in and price_out together, or neither")
+    full = {key: merged.get(key) for key in JobEntry.model_fields}
+    return JobEntry.model_validate(full)

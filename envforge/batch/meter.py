@@ -1,0 +1,111 @@
+"""A job's meter inside a batch: replays logged calls, reserves before live ones, logs after.
+
+Call ``k`` of a job is looked up in the call log first. A logged call is answered from the log
+(its request must hash to the logged digest, or the job stops loudly: a resumed job that asks
+something else would be a different run); it costs nothing again and writes no ledger row.
+Otherwise the gate must grant a reservation of the call's worst case, the call is made, and its
+ledger row and log entry are written together before the next call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+from decimal import Decimal
+
+from envforge.agents.messages import (
+    ModelRequest,
+    ModelResponse,
+    Usage,
+    request_to_dict,
+    response_from_dict,
+    response_to_dict,
+)
+from envforge.agents.model import Model
+from envforge.batch.gate import CallRecord, Channel, ProgressUpdate, Refusal, budget_error
+from envforge.batch.models import skip_calls
+from envforge.cost.budget import worst_case_cost
+from envforge.cost.ledger import LedgerEntry
+from envforge.cost.prices import Price
+from envforge.errors import EnvforgeError
+
+
+class ResumeDiverged(EnvforgeError):
+    """A resumed job asked the model something other than what its first run asked."""
+
+
+def request_digest(request: ModelRequest) -> str:
+    text = json.dumps(request_to_dict(request), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class BatchMeter:
+    """Satisfies ``envforge.cost.meter.Meter``; totals include replayed calls (the job's total)."""
+
+    def __init__(self, model: Model, price: Price, channel: Channel, job: str, run: str) -> None:
+        self.inner = model
+        self.name = model.name
+        self.price = price
+        self.channel = channel
+        self.job = job
+        self.run = run
+        self.purpose = "translate"
+        self.calls = 0
+        self.usage = Usage()
+        self.cost_usd = Decimal(0)
+        self.replayed = 0
+        self._skipped = False
+        self._iteration = 0
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        seq = self.calls + 1
+        digest = request_digest(request)
+        self._report_iteration()
+        logged = self.channel.logged_call(self.job, seq)
+        if logged is not None:
+            if logged.digest != digest:
+                raise ResumeDiverged(
+                    f"job {self.job}: call {seq} differs from the one logged before the restart "
+                    "(the manifest, the reference or envforge changed?); give the job a new name "
+                    "to start it afresh"
+                )
+            self.replayed += 1
+            return self._count(response_from_dict(json.loads(logged.response)), logged.cost_usd)
+        if not self._skipped:
+            skip_calls(self.inner, self.replayed)
+            self._skipped = True
+        grant = self.channel.reserve(self.job, worst_case_cost(request, self.price))
+        if isinstance(grant, Refusal):
+            raise budget_error(grant)
+        try:
+            response = self.inner.complete(request)
+        except BaseException:
+            self.channel.release(grant.reservation)
+            raise
+        cost = self.price.cost(response.usage)
+        entry = LedgerEntry(
+            job=self.job,
+            run=self.run,
+            purpose=self.purpose,
+            model=self.name,
+            usage=response.usage,
+            cost_usd=cost,
+            price_version=self.price.version,
+        )
+        record = CallRecord(seq, digest, json.dumps(response_to_dict(response)), entry)
+        self.channel.settle(grant.reservation, record)
+        return self._count(response, cost)
+
+    def _count(self, response: ModelResponse, cost: Decimal) -> ModelResponse:
+        self.calls += 1
+        self.usage = self.usage + response.usage
+        self.cost_usd += cost
+        return replace(response, cost_usd=cost)
+
+    def _report_iteration(self) -> None:
+        """The loop names each episode ``translate 1``, ``repair 2``, ``optimize 3``."""
+        number = self.purpose.rsplit(" ", 1)[-1]
+        if number.isdigit() and int(number) != self._iteration:
+            self._iteration = int(number)
+            self.channel.progress(self.job, ProgressUpdate(iteration=self._iteration))
