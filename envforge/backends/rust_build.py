@@ -306,12 +306,13 @@ def fetch_workspace_dependencies(workspace: Path, max_depth: int = 3) -> list[st
     """Vendor the dependencies of every crate in a workspace (before a sandboxed command runs
     there without network). Returns the problems met, for the caller to show or ignore."""
     problems = []
-    for manifest in sorted(workspace.rglob("Cargo.toml")):
-        rel = manifest.relative_to(workspace).parts
-        if len(rel) > max_depth or any(p == "target" or p.startswith(".") for p in rel):
-            continue
-        try:
-            fetch_dependencies(manifest.parent)
-        except (BadInput, ContractViolation) as e:
-            problems.append(f"{manifest.parent}: {e}")
+    for root, dirs, files in os.walk(workspace):
+        depth = len(Path(root).relative_to(workspace).parts)
+        # never descend into build output or hidden folders (target/ can hold thousands of files)
+        dirs[:] = [] if depth >= max_depth else [d for d in dirs if d != "target" and d[0] != "."]
+        if "Cargo.toml" in files:
+            try:
+                fetch_dependencies(Path(root))
+            except (BadInput, ContractViolation) as e:
+                problems.append(f"{root}: {e}")
     return problems
