@@ -239,7 +239,7 @@ def load_spec(path: str | Path) -> EnvSpec:
     except ValidationError as e:
         err = e.errors()[0]
         key = _loc(tuple(err["loc"]))
-        msg = err["msg"]
+        msg = err["msg"].removeprefix("Value error, ").removeprefix("Input should be ")
         if err["type"] == "extra_forbidden":
             msg = "no such key (check spelling)"
         elif err["type"] == "missing":
