@@ -1,7 +1,8 @@
 """Drawing canonical states and actions: hypothesis strategies and fast batched sampling.
 
-Both respect the spec's ranges and over-weight the boundaries (low, high, zero), where ports
-most often go wrong (off-by-one comparisons, clips, wraps).
+Both respect the spec's ranges and over-weight the boundaries (low, high, zero, and for
+integers low + 1 and high - 1), where ports most often go wrong (off-by-one comparisons,
+clips, wraps).
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ def field_strategy(f: StateField) -> st.SearchStrategy[Any]:
     if f.np_dtype.kind == "b":
         scalar: st.SearchStrategy[Any] = st.booleans()
     elif f.np_dtype.kind in "iu":
-        scalar = st.integers(int(np.ceil(lo)), int(np.floor(hi)))
+        ilo, ihi = int(np.ceil(lo)), int(np.floor(hi))
+        # the ends and their neighbours: a counter one step from its limit is where an
+        # off-by-one (>= vs >, MAX vs MAX - 1) shows, and a uniform draw almost never lands there
+        edges = sorted({v for v in (ilo, ilo + 1, ihi - 1, ihi) if ilo <= v <= ihi})
+        scalar = st.one_of(st.sampled_from(edges), st.integers(ilo, ihi))
     else:
         width: Literal[32, 64] = 32 if f.np_dtype == np.float32 else 64
         lo32, hi32 = (float(np.float32(lo)), float(np.float32(hi))) if width == 32 else (lo, hi)
@@ -112,6 +117,8 @@ def sample_states(spec: EnvSpec, rng: np.random.Generator, n: int) -> State:
         else:
             values = rng.uniform(lo, hi, size=shape)
         edges = np.array([lo, hi] + ([0.0] if lo <= 0.0 <= hi else []))
+        if f.np_dtype.kind in "iu" and hi - lo >= 2:
+            edges = np.concatenate([edges, [lo + 1, hi - 1]])  # off-by-one neighbours
         pick = rng.random(shape) < BOUNDARY_P
         values = np.where(pick, rng.choice(edges, size=shape), values)
         out[f.name] = values.astype(f.np_dtype)
