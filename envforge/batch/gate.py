@@ -88,6 +88,7 @@ class Gate:
         total_budget_usd: Decimal,
         job_budgets: dict[str, Decimal | None],
     ) -> None:
+        """``job_budgets``: every job of the manifest, with its own limit (None: none)."""
         self.store = store
         self.total = Budget(total_budget_usd)
         self.job_budgets = dict(job_budgets)
@@ -97,6 +98,8 @@ class Gate:
         self.board = Board(total_budget_usd=total_budget_usd)
         spending = store.spending()
         for row in store.jobs():
+            if row.name not in self.job_budgets:  # no longer in the manifest
+                continue
             spent = spending.get(row.name)
             self.board.lines[row.name] = JobLine(
                 row.name,
