@@ -15,7 +15,7 @@ from rich.console import Console
 
 from envforge.batch.gate import Gate
 from envforge.batch.manifest import Manifest
-from envforge.batch.plan import JobPlan, plan_jobs
+from envforge.batch.plan import JobPlan, plan_jobs, with_sandbox
 from envforge.batch.progress import LiveProgress
 from envforge.batch.report import BatchReport, build_report
 from envforge.batch.store import FINISHED, BatchStore, JobKey
@@ -32,6 +32,8 @@ class RunOptions:
     """None: the manifest's ``[batch] executor``."""
     address: str | None = None
     """Ray cluster address; None: the manifest's, else a local Ray."""
+    sandbox: str | None = None
+    """docker | process | none, already resolved (see envforge/sandbox/select.py); None: none."""
 
 
 @contextmanager
@@ -68,6 +70,8 @@ def run_batch(
         raise BadInput("--workers must be at least 1")
     executor = options.executor or settings.executor
     plans = plan_jobs(manifest)  # everything refusable is refused before any call
+    if options.sandbox is not None:  # where the ports run is not part of a job's identity
+        plans = [with_sandbox(p, options.sandbox) for p in plans]
     console = console or Console(stderr=True)
     with batch_lock(manifest.db_path), BatchStore(manifest.db_path) as store:
         keys = [JobKey(p.name, p.config_digest, p.spec.name) for p in plans]

@@ -6,6 +6,7 @@ config, the price, and absolute paths for the workspace and the landing folder.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from decimal import Decimal
@@ -117,3 +118,9 @@ def _spec(manifest: Manifest, entry: JobEntry) -> EnvSpec:
     if any((refs / entry.ref / "env.toml").is_file() for refs in references_dirs()):
         return spec_for_name(entry.ref)
     return spec_for_reference(entry.ref)
+
+
+def with_sandbox(plan: JobPlan, sandbox: str) -> JobPlan:
+    """The plan with its verification (and agent commands) in the given sandbox."""
+    verify = dataclasses.replace(plan.config.verify, sandbox=sandbox)
+    return dataclasses.replace(plan, config=dataclasses.replace(plan.config, verify=verify))

@@ -25,6 +25,7 @@ from envforge.repair.orchestrate import Iteration, Measurer, Verifier
 from envforge.repair.provenance import RunIdentity, provenance_markdown
 from envforge.repair.throughput import measure_isolated
 from envforge.repair.workspace import PROVENANCE, check_out_dir
+from envforge.sandbox.select import open_sandbox
 from envforge.verify.runner import verify
 
 STATES = {
@@ -75,9 +76,11 @@ def run_job(
     )
     try:
         model = open_batch_model(plan.model, plan.root)
+        commands = plan.config.verify.sandbox
         outcome = run_translate_job(
             job,
             model=model,
+            sandbox=open_sandbox("process" if commands in (None, "none") else commands),
             progress=progress,
             meter=meter,
             verifier=CachedVerifier(channel, plan.name, verifier),

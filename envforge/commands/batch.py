@@ -15,6 +15,7 @@ from envforge.batch.manifest import load_manifest
 from envforge.batch.report import build_report, show_report, show_status, to_markdown
 from envforge.batch.store import open_existing
 from envforge.errors import BadInput
+from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
 
 batch_app = typer.Typer(
     help="Run many translation jobs from a manifest, with one budget; resumable; local or Ray.",
@@ -34,6 +35,7 @@ def run_command(
     address: str = typer.Option(
         None, "--address", help="Ray cluster address (default: start a local Ray)."
     ),
+    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the final report as JSON."),
 ) -> None:
     """Run every unfinished job; after a crash or kill the same command resumes.
@@ -42,7 +44,9 @@ def run_command(
     if executor not in (None, "local", "ray"):
         raise BadInput(f"--executor: expected local or ray, got {executor!r}")
     loaded = load_manifest(manifest)
-    options = RunOptions(workers=workers, executor=executor, address=address)  # type: ignore[arg-type]
+    choice = choose_sandbox(sandbox)
+    Console(stderr=True).print(f"[dim]{choice.line()}[/dim]")
+    options = RunOptions(workers=workers, executor=executor, address=address, sandbox=choice.kind)  # type: ignore[arg-type]
     try:
         report = run_batch(loaded, options)
     except KeyboardInterrupt:
