@@ -141,9 +141,9 @@ def _output(cmd: list[str]) -> str:
         raise BadInput(f"cannot run {cmd[0]}: {e}") from None
 
 
-def build_environment(cache: RustCache) -> dict[str, str]:
-    """Environment for an offline cargo/maturin run against the vendored sources."""
-    tools = toolchain()
+def offline_cargo(cache: RustCache) -> dict[str, str]:
+    """Variables that make cargo build offline from the vendored sources, into the shared target
+    directory (also given to sandboxed agent commands, so their builds work and reuse deps)."""
     cache.cargo_home.mkdir(parents=True, exist_ok=True)
     config = (
         '[source.crates-io]\nreplace-with = "envforge-vendored"\n\n'
@@ -152,12 +152,20 @@ def build_environment(cache: RustCache) -> dict[str, str]:
     config_path = cache.cargo_home / "config.toml"
     if not config_path.is_file() or config_path.read_text() != config:
         config_path.write_text(config)
+    return {
+        "CARGO_HOME": str(cache.cargo_home),
+        "CARGO_TARGET_DIR": str(cache.target),
+        "CARGO_NET_OFFLINE": "true",
+    }
+
+
+def build_environment(cache: RustCache) -> dict[str, str]:
+    """Environment for an offline cargo/maturin run against the vendored sources."""
+    tools = toolchain()
     env = dict(os.environ)
-    env.update(
-        CARGO_HOME=str(cache.cargo_home),
-        CARGO_TARGET_DIR=str(cache.target),
-        CARGO_NET_OFFLINE="true",
-        PATH=os.pathsep.join([str(tools.bin_dir), str(Path(tools.maturin).parent), env["PATH"]]),
+    env.update(offline_cargo(cache))
+    env["PATH"] = os.pathsep.join(
+        [str(tools.bin_dir), str(Path(tools.maturin).parent), env["PATH"]]
     )
     env.pop("RUSTC_WRAPPER", None)
     return env

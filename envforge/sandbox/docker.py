@@ -20,7 +20,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from envforge.backends.rust_build import fetch_workspace_dependencies, rust_cache
+from envforge.backends.rust_build import (
+    RustCache,
+    fetch_workspace_dependencies,
+    offline_cargo,
+    rust_cache,
+)
 from envforge.errors import BadInput
 from envforge.sandbox.base import (
     CommandResult,
@@ -174,9 +179,11 @@ class DockerSandbox(Sandbox):
         _give_to_sandbox_user(workspace)
         scratch = Path(tempfile.mkdtemp(prefix="envforge-sbx-"))
         _give_to_sandbox_user(scratch)
+        cargo = offline_cargo(RustCache(realm_cache() / "rust", host_rust_cache()[2]))
+        _give_to_sandbox_user(realm_cache())
         try:
             container = self._start(
-                ["/bin/sh", "-c", command], workspace, scratch, [workspace, scratch], (), {}
+                ["/bin/sh", "-c", command], workspace, scratch, [workspace, scratch], (), cargo
             )
         except SandboxError as e:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from envforge.backends.rust_build import fetch_workspace_dependencies
+from envforge.backends.rust_build import fetch_workspace_dependencies, offline_cargo, rust_cache
 from envforge.sandbox.base import (
     CommandResult,
     Sandbox,
@@ -126,7 +126,7 @@ class ProcessSandbox(Sandbox):
                     stdin=subprocess.DEVNULL,
                     stdout=sink,
                     stderr=subprocess.STDOUT,
-                    env=child_environment(scratch),
+                    env=child_environment(scratch, offline_cargo(rust_cache())),
                     start_new_session=True,
                     preexec_fn=setup,
                 )
