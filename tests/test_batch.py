@@ -32,10 +32,12 @@ from envforge.batch.meter import BatchMeter, ResumeDiverged
 from envforge.batch.models import ScriptFileModel
 from envforge.batch.plan import plan_jobs
 from envforge.batch.report import BatchReport, to_markdown
+from envforge.batch.runner import best_level, final_steps_per_second
 from envforge.batch.store import BatchStore, JobKey
 from envforge.cost.ledger import LedgerEntry
 from envforge.cost.prices import user_price
 from envforge.errors import BadInput
+from envforge.repair.orchestrate import Iteration
 
 ROOT = Path(__file__).resolve().parents[1]
 # 1000*3 + 200*15 + 5000*0.3 + 300*3.75 = 8625 micro-dollars per call at the manifest's rates
@@ -240,7 +242,8 @@ def test_kill_9_mid_batch_then_the_same_command_resumes_to_the_same_end(
     reference_manifest, reference = reference_run
     manifest = make_batch(tmp_path / "killed")
     db = manifest.parent / ".envforge" / "batch-five.sqlite"
-    command = [sys.executable, "-m", "envforge.cli", "batch", "run", str(manifest), "--json"]
+    command = [sys.executable, "-m", "envforge.cli", "batch", "run", str(manifest), "--json",
+               "--sandbox", "none"]  # fmt: skip
     batch = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)  # fmt: skip
     # kill it once "fixed" has made all its calls and is verifying its repair, and some
@@ -466,3 +469,21 @@ def test_bad_input_on_the_command_line_is_one_line_exit_2_and_spends_nothing(
     error = done.stderr.splitlines()[-1]  # (an info line about the sandbox may come first)
     assert error.startswith("envforge: error: ") and "job tight: unknown model 'gpt-5'" in error
     assert not (tmp_path / ".envforge").exists()  # nothing ran, nothing was recorded
+
+
+def _iteration(number: int, levels: dict[int, str], sps: float | None, finding: str) -> Iteration:
+    return Iteration(number, "optimize", "submitted", 1, "", levels, 1, Usage(), CALL, finding, sps)
+
+
+def test_best_level_and_the_throughput_of_the_port_that_stayed() -> None:
+    iterations = [
+        _iteration(1, {0: "pass", 1: "fail", 2: "pass"}, None, "L1 transition"),
+        _iteration(2, {0: "pass", 1: "pass", 2: "pass"}, 1000.0, ""),
+        _iteration(3, {0: "pass", 1: "pass", 2: "pass"}, 3000.0, "kept: 3,000 steps/s"),
+        _iteration(4, {0: "fail"}, None, "undone (L0 contract); back to iteration 3"),
+        _iteration(5, {0: "pass", 1: "pass", 2: "pass"}, 2000.0, "undone (not faster)"),
+    ]
+    assert best_level(iterations[:1]) == 0  # L2 passing after a failing L1 does not count
+    assert best_level(iterations) == 2
+    assert final_steps_per_second(iterations) == 3000.0
+    assert final_steps_per_second(iterations[:1]) is None

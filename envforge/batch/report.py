@@ -169,7 +169,12 @@ def fmt_wall(seconds: float) -> str:
 
 
 def fmt_speedup(row: ReportRow) -> str:
-    return f"{row.speedup:.1f}x" if row.speedup is not None else "-"
+    """The speedup when the reference's steps/s is known, else the port's measured steps/s."""
+    if row.speedup is not None:
+        return f"{row.speedup:.1f}x"
+    if row.steps_per_second is not None:
+        return f"{row.steps_per_second:,.0f} steps/s"
+    return "-"
 
 
 COLUMNS = ("job", "env", "target", "model", "state", "levels passed", "iters", "tokens in",

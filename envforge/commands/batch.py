@@ -25,6 +25,12 @@ batch_app = typer.Typer(
 MANIFEST = typer.Argument(..., help="The batch manifest (TOML), e.g. jobs.toml.")
 
 
+def _stdout() -> Console:
+    """Tables on a terminal fit it; piped into a file or CI log they keep every column whole."""
+    console = Console()
+    return console if console.is_terminal else Console(width=200)
+
+
 @batch_app.command("run")
 def run_command(
     manifest: Path = MANIFEST,
@@ -59,7 +65,7 @@ def run_command(
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
-        show_report(report, Console())
+        show_report(report, _stdout())
     sys.exit(0 if report.all_passed else 1)
 
 
@@ -79,7 +85,7 @@ def status_command(
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
-        show_status(report, Console())
+        show_status(report, _stdout())
 
 
 @batch_app.command("report")
@@ -103,7 +109,7 @@ def report_command(
     elif markdown:
         print(to_markdown(report), end="")
     else:
-        show_report(report, Console())
+        show_report(report, _stdout())
 
 
 def register(app: typer.Typer) -> None:
