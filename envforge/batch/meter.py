@@ -56,7 +56,8 @@ class BatchMeter:
         self.cost_usd = Decimal(0)
         self.replayed = 0
         self._skipped = False
-        self._iteration = 0
+        self.iteration = 0
+        """The episode the last call belonged to (0 before the first call)."""
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         seq = self.calls + 1
@@ -106,6 +107,6 @@ class BatchMeter:
     def _report_iteration(self) -> None:
         """The loop names each episode ``translate 1``, ``repair 2``, ``optimize 3``."""
         number = self.purpose.rsplit(" ", 1)[-1]
-        if number.isdigit() and int(number) != self._iteration:
-            self._iteration = int(number)
-            self.channel.progress(self.job, ProgressUpdate(iteration=self._iteration))
+        if number.isdigit() and int(number) != self.iteration:
+            self.iteration = int(number)
+            self.channel.progress(self.job, ProgressUpdate(iteration=self.iteration))

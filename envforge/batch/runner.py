@@ -94,8 +94,7 @@ def run_job(
 
 
 def _failed(meters: list[BatchMeter], message: str) -> JobReturn:
-    iteration = meters[0].purpose.rsplit(" ", 1)[-1] if meters else "0"
-    iterations = int(iteration) if iteration.isdigit() else 0
+    iterations = meters[0].iteration if meters else 0
     return JobReturn(JobOutcome("error", "error", message, iterations, None, (), None, None))
 
 
