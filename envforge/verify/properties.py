@@ -5,7 +5,8 @@
 * Steps: hypothesis draws batches of canonical states (spec ranges, boundaries included) and
   actions; both sides take one step from the same state; every field, the observation, reward
   and flags are compared. Hypothesis shrinks a failing batch to one minimal state. A seeded
-  batched sweep then covers many more states cheaply.
+  batched sweep then covers many more states cheaply, and a second one steps from states along
+  the reference's own random trajectories (where events such as collisions actually happen).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from envforge.backends.base import State, Transition, take_state
+from envforge.backends.base import State, Transition, batch_size, concat_states, take_state
 from envforge.errors import DriverFailure
 from envforge.verify.compare import Diff, compare_states, compare_transitions
 from envforge.verify.context import VerifyContext
@@ -149,6 +150,63 @@ def check_steps_sweep(ctx: VerifyContext, counter: _Counter) -> Finding | None:
     return None
 
 
+REACHABLE_ENVS = 64
+REACHABLE_HORIZON = 256
+
+
+def reachable_states(ctx: VerifyContext, rng: np.random.Generator, n: int) -> State:
+    """Up to ``n`` non-terminal states the reference reaches from resets under random actions.
+    Uniform draws rarely land where events happen (a ball meeting a paddle); trajectories do."""
+    spec = ctx.spec
+    seeds = rng.integers(0, 2**32, size=min(REACHABLE_ENVS, n), dtype=np.uint64)
+    state = ctx.ref.reset(seeds.astype(np.uint32))
+    pool: list[State] = []
+    for _ in range(REACHABLE_HORIZON):
+        tr = ctx.ref.step(state, sample_actions(spec, rng, batch_size(state)))
+        alive = ~(tr.terminated | tr.truncated)
+        if not alive.any():
+            break
+        state = take_state(tr.state, alive)
+        pool.append(state)
+    if not pool:
+        return {}
+    states = concat_states(pool)
+    total = batch_size(states)
+    return take_state(states, np.sort(rng.choice(total, size=min(n, total), replace=False)))
+
+
+def check_steps_reachable(ctx: VerifyContext, counter: _Counter) -> Finding | None:
+    """One step on both sides from states along the reference's own random trajectories."""
+    spec = ctx.spec
+    rng = ctx.rng(12)
+    states = reachable_states(ctx, rng, ctx.count(spec.verify.l1_sweep, 64))
+    n = batch_size(states) if states else 0
+    for start in range(0, n, 1024):
+        state = take_state(states, slice(start, start + 1024))
+        m = batch_size(state)
+        failure = _step_both(ctx, state, sample_actions(spec, rng, m), counter)
+        if failure is not None:
+            return _step_finding(ctx, failure, "state reached by the reference")
+    return None
+
+
+def check_steps_boundaries(ctx: VerifyContext, counter: _Counter) -> Finding | None:
+    """Exact mode: one step on both sides from states on the reference's branch thresholds
+    (``<`` versus ``<=`` shows only there; see boundaries.py)."""
+    if ctx.spec.compare.mode != "exact":
+        return None  # tolerance mode excuses threshold flag flips by design
+    from envforge.verify.boundaries import boundary_states
+
+    lines = max(1024, ctx.count(4096))
+    states, actions = boundary_states(ctx.spec, ctx.ref, ctx.rng(14), lines)
+    for start in range(0, len(actions), 1024):
+        rows = slice(start, start + 1024)
+        failure = _step_both(ctx, take_state(states, rows), actions[rows], counter)
+        if failure is not None:
+            return _step_finding(ctx, failure, "state on a branch threshold of the reference")
+    return None
+
+
 def check_reset(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any]]:
     spec = ctx.spec
     n = ctx.count(spec.verify.reset_samples, 200)
@@ -237,7 +295,12 @@ def run(ctx: VerifyContext) -> LevelResult:
     reset_finding, stats_out = check_reset(ctx)
     if reset_finding is not None:
         return LevelResult(1, "fail", reset_finding.message, [reset_finding], stats_out)
-    finding = check_steps_hypothesis(ctx, counter) or check_steps_sweep(ctx, counter)
+    finding = (
+        check_steps_hypothesis(ctx, counter)
+        or check_steps_sweep(ctx, counter)
+        or check_steps_reachable(ctx, counter)
+        or check_steps_boundaries(ctx, counter)
+    )
     stats_out.update(
         transitions=counter.transitions,
         threshold_flag_flips_excused=counter.excused,
