@@ -36,8 +36,9 @@ from envforge.verify.report import LevelResult
 from envforge.verify.strategies import action_strategy, stack_actions
 
 SEEDS = st.integers(0, 2**32 - 1)
-SHRINK_BUDGET_S = 30.0
-"""Shrinking a long program replays it hundreds of times; past this the smallest so far is kept."""
+SHRINK_BUDGET_CALLS = 20_000
+"""Shrinking a long program replays it hundreds of times: after this many more resets and steps
+the smallest failing program so far is kept (a count, not a time, so findings reproduce)."""
 
 
 class _Divergence(AssertionError):
@@ -54,13 +55,13 @@ class _Record:
     seconds: float = 0.0
     programs: int = 0
     events: dict[str, int] = field(default_factory=dict)
-    first_failure: float | None = None
+    calls: int = 0
+    first_failure: int | None = None
 
     def shrink_stopped(self) -> bool:
         """After the budget every program passes untried, so hypothesis stops shrinking."""
         return (
-            self.first_failure is not None
-            and time.perf_counter() - self.first_failure > SHRINK_BUDGET_S
+            self.first_failure is not None and self.calls - self.first_failure > SHRINK_BUDGET_CALLS
         )
 
 
@@ -121,12 +122,13 @@ def make_machine(ctx: VerifyContext, record: _Record) -> type[RuleBasedStateMach
             finding.detail = "shrunk program:\n" + "\n".join(self.program)
             record.finding = finding
             if record.first_failure is None:
-                record.first_failure = time.perf_counter()
+                record.first_failure = record.calls
             raise _Divergence(finding.message)
 
         def _reset(self, seed: int) -> None:
             if record.shrink_stopped():
                 return
+            record.calls += 1
             self.program.append(f"reset(seed={seed})")
             self.seed, self.history, self.done = seed, [], False
             seeds = np.array([seed], dtype=np.uint32)
@@ -154,6 +156,7 @@ def make_machine(ctx: VerifyContext, record: _Record) -> type[RuleBasedStateMach
         def _step(self, action: Any) -> None:
             if record.shrink_stopped():
                 return
+            record.calls += 1
             act = stack_actions(spec, [action])
             self.history.append(to_jsonable(act[0]))
             start = time.perf_counter()
@@ -237,7 +240,7 @@ def run(ctx: VerifyContext) -> LevelResult:
             raise
     if record.finding is not None and record.shrink_stopped():
         record.finding.detail = record.finding.detail.replace(
-            "shrunk program:", f"program (shrinking stopped after {SHRINK_BUDGET_S:g} s):", 1
+            "shrunk program:", f"program (shrinking stopped after {SHRINK_BUDGET_CALLS} calls):", 1
         )
     if record.driver_error is not None:
         raise record.driver_error
