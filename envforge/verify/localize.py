@@ -90,16 +90,21 @@ def locate(
     spec: EnvSpec, keys: list[str], files: list[Path], limit: int = 8, depth: int = 4
 ) -> list[SourceLocation]:
     """Assignments of the given canonical fields / transition keys across ``files``, then the
-    definitions they read (``depth`` hops back, at most ``2 * limit`` more lines)."""
+    definitions they read (``depth`` hops back, at most ``2 * limit`` more lines). When several
+    keys diverge, definitions that more of them depend on come first: a common cause."""
     out: list[SourceLocation] = []
+    own: dict[str, list[SourceLocation]] = {}
     for key in keys:
-        for path in files:
-            for loc in assignments(path, names_for(spec, key), limit):
-                if loc not in out:
-                    out.append(loc)
+        own[key] = [loc for path in files for loc in assignments(path, names_for(spec, key), limit)]
+        out.extend(loc for loc in own[key] if loc not in out)
     direct = out[: limit * max(1, len(keys))]
     known = {name for key in keys for name in names_for(spec, key)}
-    return direct + dependencies(direct, known, depth, 2 * limit)
+    reached: dict[tuple[str, int], list[SourceLocation]] = {}  # breadth first, key by key
+    for key in keys:
+        for loc in dependencies([d for d in own[key] if d in direct], known, depth, 10**6):
+            reached.setdefault((loc.file, loc.line), []).append(loc)
+    ranked = sorted(reached.values(), key=lambda hits: -len(hits))
+    return direct + [hits[0] for hits in ranked if hits[0] not in direct][: 2 * limit]
 
 
 # ---- dependencies: what the assigning lines read ------------------------------------------
