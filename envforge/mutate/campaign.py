@@ -53,7 +53,8 @@ def run_campaign(
     )
     with tempfile.TemporaryDirectory(prefix="envforge-mutants-") as tmp:
         jobs = [
-            MutantJob(target, m, Path(tmp), tuple(levels), options, differential) for m in chosen
+            MutantJob(target, m, Path(tmp), tuple(levels), options, originals[m.file], differential)
+            for m in chosen
         ]
         finished = [0]
 

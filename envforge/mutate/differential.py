@@ -6,6 +6,10 @@ and one step from each state along random rollouts of the original (re-synced ea
 only the mutation's one-step effect is seen). Comparison uses the spec's own notion of
 equality (exact, or its tolerances), since that is what the verifier is asked to decide.
 
+Survivors also get states on the original's branch thresholds (found by bisection, as L1
+does in exact mode) and, when the mutation can reach ``reset`` of a JAX port in replicate
+mode, a comparison of resets over all 2^32 seeds.
+
 The result serves two purposes: which keys a mutant changes in one step (to judge whether a
 finding was localized to the right field), and, for survivors, whether the mutant differs at
 all (a witness makes it a verifier weakness; none after the full effort is the evidence for
@@ -20,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition
+from envforge.verify.boundaries import boundary_states
 from envforge.verify.compare import compare_states, compare_transitions
 from envforge.verify.findings import to_jsonable
 from envforge.verify.policies import random_actions
@@ -32,10 +37,20 @@ class Effort:
     sampled_states: int
     rollout_envs: int
     rollout_steps: int
+    boundary_lines: int = 0
+    """Bisection lines to the original's branch thresholds (see verify/boundaries.py)."""
+    all_seeds: bool = False
+    """Compare resets over every uint32 seed (JAX ports in replicate mode only)."""
 
 
 LIGHT = Effort(reset_seeds=256, sampled_states=2048, rollout_envs=64, rollout_steps=64)
-FULL = Effort(reset_seeds=8192, sampled_states=65536, rollout_envs=256, rollout_steps=2000)
+FULL = Effort(
+    reset_seeds=8192,
+    sampled_states=65536,
+    rollout_envs=256,
+    rollout_steps=2000,
+    boundary_lines=16384,
+)
 BATCH = 4096
 
 
@@ -152,12 +167,37 @@ class Differential:
                 fresh = self.original.reset(self.rng.integers(0, 2**32, envs).astype(np.uint32))
                 state = {k: np.where(_rows(done, v), fresh[k], v) for k, v in state.items()}
 
+    def boundaries(self, n: int, result: DifferentialResult) -> None:
+        for start in range(0, n, BATCH):
+            state, actions = boundary_states(
+                self.spec, self.original, self.rng, min(BATCH, n - start)
+            )
+            if len(actions):
+                self.step(state, actions, result, "state on a branch threshold")
+
+    def all_seeds(self, result: DifferentialResult) -> None:
+        from envforge.mutate.seeds import first_differing_seed
+
+        original = getattr(self.original, "module", None)
+        mutant = getattr(self.mutant, "module", None)
+        if self.spec.rng.mode != "replicate" or original is None or mutant is None:
+            return
+        seed, checked = first_differing_seed(original, mutant)
+        result.resets += checked
+        if seed is not None:
+            seeds = np.array([seed], np.uint32)
+            diff = compare_states(self.spec, self.original.reset(seeds), self.mutant.reset(seeds))
+            self._note(result, diff.keys_at(0) or ["reset"], "reset (all seeds)", seed=seed)
+
     def run(self, effort: Effort, label: str) -> DifferentialResult:
         result = DifferentialResult(effort=label)
         try:
             self.resets(effort.reset_seeds, result)
             self.sampled(effort.sampled_states, result)
             self.rollouts(effort.rollout_envs, effort.rollout_steps, result)
+            self.boundaries(effort.boundary_lines, result)
+            if effort.all_seeds and not result.differing:
+                self.all_seeds(result)
         except MutantFailed as e:
             result.error = str(e)[:500]
         except Exception as e:  # noqa: BLE001 - the original failed: no evidence either way

@@ -9,6 +9,7 @@ own processes, as always), sends the report back, then runs the differential tes
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import os
 import signal
@@ -35,6 +36,8 @@ class MutantJob:
     workdir: Path
     levels: tuple[int, ...]
     options: VerifyOptions
+    original: str = ""
+    """The unmutated source of the mutated file."""
     differential: bool = True
 
 
@@ -57,6 +60,7 @@ def _worker(job: MutantJob, conn: Connection) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds verify's finally
     from envforge.backends.recipe import build_driver
     from envforge.mutate.differential import FULL, LIGHT, Differential
+    from envforge.mutate.triage import reaches_reset
     from envforge.mutate.workspace import materialize, recipes
     from envforge.verify.runner import verify
 
@@ -78,6 +82,8 @@ def _worker(job: MutantJob, conn: Connection) -> None:
         os.environ.update(original.env)  # strict XLA flags, before jax is imported here
         diff = Differential(build_driver(original), build_driver(mutated), job.options.seed)
         effort, label = (FULL, "full") if report.passed else (LIGHT, "light")
+        if report.passed and reaches_reset(job.mutant, job.original):
+            effort = dataclasses.replace(effort, all_seeds=True)
         conn.send(("differential", diff.run(effort, label).to_dict()))
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
         conn.send(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()[-1500:]}"))

@@ -97,6 +97,25 @@ def _c_dead_code(original: str, line: int) -> str | None:
     return f"dead code: function {name}() is never called" if uses <= 1 else None
 
 
+def reaches_reset(mutant: Mutant, original: str) -> bool:
+    """Can this Python mutation change what ``reset`` returns? (module-level code: assume so)"""
+    if not mutant.file.endswith(".py"):
+        return False
+    tree = ast.parse(original)
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    if "reset" not in functions:
+        return False
+    reached, todo = set(), ["reset"]
+    while todo:
+        name = todo.pop()
+        if name in reached or name not in functions:
+            continue
+        reached.add(name)
+        todo.extend(n.id for n in ast.walk(functions[name]) if isinstance(n, ast.Name))
+    func = _enclosing_function(tree, mutant.line)
+    return func is None or func.name in reached
+
+
 def static_equivalence(mutant: Mutant, original: str) -> str | None:
     """A mechanical reason the mutant cannot change behaviour, or None."""
     if mutant.file.endswith(".py"):
