@@ -29,8 +29,10 @@ def _port(env: str) -> tuple:
 
 def test_timed_runs_counts_env_steps_per_second() -> None:
     calls = []
-    runs = timed_runs(lambda: calls.append(1), env_steps_per_call=10, repeats=3, min_run_s=0.001)
-    assert len(runs) == 3 and all(r > 0 for r in runs)
+    wall, cpu = timed_runs(
+        lambda: calls.append(1), env_steps_per_call=10, repeats=3, min_run_s=0.001
+    )
+    assert len(wall) == len(cpu) == 3 and all(r > 0 for r in wall + cpu)
     assert len(calls) > 3  # the calibration call, then k calls per run
 
 
@@ -84,6 +86,7 @@ def test_c_harness_steps_pong_with_both_policies() -> None:
     for m in rows:
         assert not m.note, m.note
         assert len(m.runs_sps) == TINY.repeats and m.sps and m.sps > 1e3
+        assert m.cpu_sps and m.cpu_sps > 1e3
 
 
 def test_python_loop_steps_gymnasium_and_skips_huge_batches() -> None:
@@ -125,15 +128,16 @@ def test_report_ratios_targets_and_round_trip(tmp_path: Path) -> None:
     machine = Machine("cpu", 2, 1.0, 10.0, 100.0, (0.5, 0.5, 0.5)).__dict__
     cost = StepCost(40, 32, 132, 500.0, 0, 1000.0).to_dict()
     rows = [
-        Measurement("C loop (reference)", "reference", "random", 1, [1e6, 2e6, 3e6]),
+        Measurement("C loop (reference)", "reference", "random", 1, [1e6, 2e6, 3e6], [2e6]),
         Measurement("C loop (reference)", "reference", "random", 64, [1e6]),
         Measurement("jax port", "port", "random", 1, [1e5]),
-        Measurement("jax port", "port", "random", 64, [5e6]),
+        Measurement("jax port", "port", "random", 64, [5e6], [2.5e6]),
     ]
     report = BenchReport("pong", "pong.c", {}, machine, "today", "cmd", rows, cost)
     (jax_row,) = [s for s in report.summaries() if s.role == "port"]
     assert jax_row.best_batch == 64 and jax_row.ratio_to_reference == pytest.approx(2.5)
     assert jax_row.meets_ratio_target  # C references: at least 2x
+    assert jax_row.cpu_ratio_to_reference == pytest.approx(1.25)
     ceiling = min(10e9 / 132, 100e9 / 500)
     assert jax_row.fraction_of_ceiling == pytest.approx(5e6 / ceiling)
     again = BenchReport.from_dict(json.loads(json.dumps(report.to_dict())))

@@ -81,11 +81,13 @@ static void mlp(const float* obs, float* out) {{
     }}
 }}
 
-static double now(void) {{
+static double clock_s(clockid_t id) {{
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }}
+static double now(void) {{ return clock_s(CLOCK_MONOTONIC); }}
+static double cpu_now(void) {{ return clock_s(CLOCK_PROCESS_CPUTIME_ID); }}
 
 static {struct}* envs;
 static float* obs;
@@ -123,7 +125,8 @@ static void run(int64_t n, int64_t steps, int use_mlp) {{
     }}
 }}
 
-/* usage: harness BATCH REPEATS MIN_RUN_S USE_MLP -> one line per run: "<steps> <seconds>" */
+/* usage: harness BATCH REPEATS MIN_RUN_S USE_MLP
+   -> one line per run: "<env steps> <wall seconds> <cpu seconds>" */
 int main(int argc, char** argv) {{
     if (argc != 5) return 2;
     int64_t n = atoll(argv[1]);
@@ -150,9 +153,10 @@ int main(int argc, char** argv) {{
         steps *= 2;
     }}
     for (int r = 0; r < repeats; r++) {{
-        double t0 = now();
+        double t0 = now(), c0 = cpu_now();
         run(n, steps, use_mlp);
-        printf("%lld %.9f\n", (long long)(steps * n), now() - t0);
+        double wall = now() - t0, cpu = cpu_now() - c0;
+        printf("%lld %.9f %.9f\n", (long long)(steps * n), wall, cpu);
     }}
     fprintf(stderr, "checksum %g\n", checksum);
     return 0;
@@ -239,7 +243,8 @@ def measure_c_loop(spec: EnvSpec, reference: Path, settings: BenchSettings) -> l
             else:
                 for line in proc.stdout.split("\n"):
                     if line.strip():
-                        steps, seconds = line.split()
-                        m.runs_sps.append(int(steps) / float(seconds))
+                        steps, wall, cpu = line.split()
+                        m.runs_sps.append(int(steps) / float(wall))
+                        m.runs_cpu_sps.append(int(steps) / max(float(cpu), 1e-9))
             out.append(m)
     return out

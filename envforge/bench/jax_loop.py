@@ -140,6 +140,6 @@ def measure_jax(
                 box[0] = compiled(box[0], params)
                 jax.block_until_ready(box[0])
 
-            runs = timed_runs(call, batch * length, settings.repeats, settings.min_run_s)
-            out.append(Measurement(label, "port", policy, batch, runs, compile_s))
+            wall, cpu = timed_runs(call, batch * length, settings.repeats, settings.min_run_s)
+            out.append(Measurement(label, "port", policy, batch, wall, cpu, compile_s))
     return out

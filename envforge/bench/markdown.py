@@ -37,6 +37,8 @@ def summary_table(report: BenchReport) -> list[str]:
                 "policy",
                 "best SPS (batch)",
                 "x reference",
+                "per CPU-second",
+                "x reference per CPU-s",
                 "ceiling (bound)",
                 "of ceiling",
                 "compile s",
@@ -44,7 +46,7 @@ def summary_table(report: BenchReport) -> list[str]:
                 "ceiling target",
             ]
         ),
-        _row(["---", "---", "---:", "---:", "---:", "---:", "---:", "---", "---"]),
+        _row(["---", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---", "---"]),
     ]
 
     def verdict(flag: bool | None) -> str:
@@ -58,6 +60,8 @@ def summary_table(report: BenchReport) -> list[str]:
                     s.policy,
                     f"{fmt_sps(s.best_sps)} ({s.best_batch})",
                     f"{s.ratio_to_reference:.3g}x" if s.ratio_to_reference else "-",
+                    fmt_sps(s.best_cpu_sps),
+                    f"{s.cpu_ratio_to_reference:.3g}x" if s.cpu_ratio_to_reference else "-",
                     f"{fmt_sps(s.ceiling_sps)} ({s.ceiling_bound})" if s.ceiling_sps else "-",
                     f"{100 * s.fraction_of_ceiling:.3g}%" if s.fraction_of_ceiling else "-",
                     f"{s.compile_s:.2f}" if s.compile_s is not None else "-",

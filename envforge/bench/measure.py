@@ -40,6 +40,9 @@ class Measurement:
     policy: str
     batch: int
     runs_sps: list[float] = field(default_factory=list)
+    runs_cpu_sps: list[float] = field(default_factory=list)
+    """Env steps per second of process CPU time (all threads): per-core efficiency, which a
+    busy machine disturbs far less than wall-clock throughput."""
     compile_s: float | None = None
     """Trace + compile time (JAX) or build time (C), excluded from ``runs_sps``."""
     note: str = ""
@@ -47,6 +50,10 @@ class Measurement:
     @property
     def sps(self) -> float | None:
         return statistics.median(self.runs_sps) if self.runs_sps else None
+
+    @property
+    def cpu_sps(self) -> float | None:
+        return statistics.median(self.runs_cpu_sps) if self.runs_cpu_sps else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,6 +63,8 @@ class Measurement:
             "batch": self.batch,
             "sps": self.sps,
             "runs_sps": self.runs_sps,
+            "cpu_sps": self.cpu_sps,
+            "runs_cpu_sps": self.runs_cpu_sps,
             "compile_s": self.compile_s,
             "note": self.note,
         }
@@ -68,6 +77,7 @@ class Measurement:
             policy=data["policy"],
             batch=int(data["batch"]),
             runs_sps=[float(x) for x in data.get("runs_sps", [])],
+            runs_cpu_sps=[float(x) for x in data.get("runs_cpu_sps", [])],
             compile_s=data.get("compile_s"),
             note=data.get("note", ""),
         )
@@ -75,8 +85,9 @@ class Measurement:
 
 def timed_runs(
     call: Callable[[], object], env_steps_per_call: int, repeats: int, min_run_s: float
-) -> list[float]:
-    """Steps/s of ``repeats`` runs; a run is ``k`` back-to-back calls, ``k`` set by a first call.
+) -> tuple[list[float], list[float]]:
+    """(steps per wall second, steps per CPU second) of ``repeats`` runs; a run is ``k``
+    back-to-back calls, ``k`` set by a first call so that a run lasts ``min_run_s``.
 
     ``call`` must block until its work is done (JAX callers block on the result).
     """
@@ -84,10 +95,12 @@ def timed_runs(
     call()
     first = time.perf_counter() - start
     k = max(1, math.ceil(min_run_s / max(first, 1e-7)))
-    out = []
+    wall, cpu = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         for _ in range(k):
             call()
-        out.append(k * env_steps_per_call / (time.perf_counter() - start))
-    return out
+        steps = k * env_steps_per_call
+        wall.append(steps / (time.perf_counter() - start))
+        cpu.append(steps / max(time.process_time() - start_cpu, 1e-9))
+    return wall, cpu

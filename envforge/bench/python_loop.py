@@ -98,6 +98,6 @@ def measure_python(spec: EnvSpec, settings: BenchSettings) -> list[Measurement]:
                 )
                 continue
             envs = _Batch(spec, make, batch, policy, settings.hidden)
-            runs = timed_runs(envs.step, batch, settings.repeats, settings.min_run_s)
-            out.append(Measurement(label, "reference", policy, batch, runs))
+            wall, cpu = timed_runs(envs.step, batch, settings.repeats, settings.min_run_s)
+            out.append(Measurement(label, "reference", policy, batch, wall, cpu))
     return out

@@ -39,6 +39,9 @@ class Summary:
     ceiling_bound: str
     fraction_of_ceiling: float | None
     compile_s: float | None
+    best_cpu_sps: float | None
+    """Best env steps per CPU-second (all threads' CPU time): per-core efficiency."""
+    cpu_ratio_to_reference: float | None
     meets_ratio_target: bool | None
     meets_ceiling_target: bool | None
 
@@ -78,9 +81,13 @@ class BenchReport:
         rows = [m for m in self.series(implementation, policy) if m.sps is not None]
         return max(rows, key=lambda m: m.sps or 0.0) if rows else None
 
-    def reference_best(self, policy: str) -> float | None:
+    def reference_best(self, policy: str, cpu: bool = False) -> float | None:
         rows = [m for m in self.measurements if m.role == "reference" and m.policy == policy]
-        values = [m.sps for m in rows if m.sps is not None]
+        values = [v for m in rows if (v := (m.cpu_sps if cpu else m.sps)) is not None]
+        return max(values) if values else None
+
+    def best_cpu(self, implementation: str, policy: str) -> float | None:
+        values = [m.cpu_sps for m in self.series(implementation, policy) if m.cpu_sps]
         return max(values) if values else None
 
     def summaries(self) -> list[Summary]:
@@ -96,6 +103,8 @@ class BenchReport:
                 ceiling, bound = ceiling_sps(Machine(**self.machine), StepCost(**self.cost), policy)
             fraction = sps / ceiling if (sps and ceiling) else None
             is_port = role == "port"
+            cpu = self.best_cpu(impl, policy)
+            cpu_ref = self.reference_best(policy, cpu=True)
             out.append(
                 Summary(
                     implementation=impl,
@@ -108,6 +117,8 @@ class BenchReport:
                     ceiling_bound=bound,
                     fraction_of_ceiling=fraction,
                     compile_s=best.compile_s if best else None,
+                    best_cpu_sps=cpu,
+                    cpu_ratio_to_reference=cpu / cpu_ref if (cpu and cpu_ref) else None,
                     meets_ratio_target=(ratio >= target)
                     if (is_port and ratio is not None and target)
                     else None,
@@ -170,8 +181,9 @@ class BenchReport:
             table.add_column(
                 col, justify="left" if col in ("implementation", "policy") else "right"
             )
-        for col in ("ceiling", "of ceiling", "compile s", "targets"):
+        for col in ("per CPU-s", "x ref per CPU-s", "ceiling", "of ceiling", "compile s"):
             table.add_column(col, justify="right")
+        table.add_column("targets")
         for s in self.summaries():
             marks = []
             if s.meets_ratio_target is not None:
@@ -184,6 +196,8 @@ class BenchReport:
                 fmt_sps(s.best_sps),
                 str(s.best_batch or "-"),
                 f"{s.ratio_to_reference:.3g}x" if s.ratio_to_reference else "-",
+                fmt_sps(s.best_cpu_sps),
+                f"{s.cpu_ratio_to_reference:.3g}x" if s.cpu_ratio_to_reference else "-",
                 f"{fmt_sps(s.ceiling_sps)} ({s.ceiling_bound})" if s.ceiling_sps else "-",
                 f"{100 * s.fraction_of_ceiling:.3g}%" if s.fraction_of_ceiling else "-",
                 f"{s.compile_s:.2f}" if s.compile_s is not None else "-",
