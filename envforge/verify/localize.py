@@ -90,8 +90,8 @@ def locate(
     spec: EnvSpec, keys: list[str], files: list[Path], limit: int = 8, depth: int = 4
 ) -> list[SourceLocation]:
     """Assignments of the given canonical fields / transition keys across ``files``, then the
-    definitions they read (``depth`` hops back, at most ``2 * limit`` more lines). When several
-    keys diverge, definitions that more of them depend on come first: a common cause."""
+    definitions they read, nearest first (``depth`` hops back, each key's nearest ``2 * limit``).
+    Among equally near ones, those more of the diverging keys read come first: a common cause."""
     out: list[SourceLocation] = []
     own: dict[str, list[SourceLocation]] = {}
     for key in keys:
@@ -99,12 +99,14 @@ def locate(
         out.extend(loc for loc in own[key] if loc not in out)
     direct = out[: limit * max(1, len(keys))]
     known = {name for key in keys for name in names_for(spec, key)}
-    reached: dict[tuple[str, int], list[SourceLocation]] = {}  # breadth first, key by key
+    reached: dict[tuple[str, int], tuple[SourceLocation, int, int]] = {}  # loc, hop, keys
     for key in keys:
-        for loc in dependencies([d for d in own[key] if d in direct], known, depth, 10**6):
-            reached.setdefault((loc.file, loc.line), []).append(loc)
-    ranked = sorted(reached.values(), key=lambda hits: -len(hits))
-    return direct + [hits[0] for hits in ranked if hits[0] not in direct][: 2 * limit]
+        nearest = dependency_hops([d for d in own[key] if d in direct], known, depth)
+        for loc, hop in nearest[: 2 * limit]:
+            _, best, count = reached.get((loc.file, loc.line), (loc, hop, 0))
+            reached[(loc.file, loc.line)] = (loc, min(hop, best), count + 1)
+    ranked = sorted(reached.values(), key=lambda r: (r[1], -r[2]))
+    return direct + [loc for loc, _, _ in ranked if loc not in direct]
 
 
 # ---- dependencies: what the assigning lines read ------------------------------------------
@@ -179,30 +181,81 @@ def _scope(lines: tuple[str, ...], index: int, c_like: bool) -> int:
 _C_FUNC = re.compile(r"^\w[\w\s*]*\b\w+\s*\([^;]*$")
 
 
-def _definitions(path: Path, lines: tuple[str, ...], name: str, scope: int) -> list[int]:
+def _definitions(
+    path: Path, lines: tuple[str, ...], name: str, scope: int
+) -> list[tuple[int, str | None]]:
     """0-based first lines of statements that define ``name`` as seen from function ``scope``:
-    assignments there or at file level, ``#define`` and the ``return`` statements of a
-    function of that name."""
+    assignments there or at file level, ``#define``, the ``return`` statements of a function
+    of that name, and for a parameter of ``scope`` the lines that call that function (with the
+    argument passed for it: only that is read further)."""
     c_like = _c_like(path)
     assign = _patterns(name, c_like)[:3]
     n = re.escape(name)
     define = re.compile(rf"^\s*#\s*define\s+{n}\b")
     func = re.compile(rf"^\w[\w\s*]*\b{n}\s*\([^;]*$" if c_like else rf"^\s*def\s+{n}\s*\(")
-    out: list[int] = []
+    out: list[tuple[int, str | None]] = []
     for i, text in enumerate(lines):
         stripped = text.strip()
         if c_like and define.search(text):
-            out.append(i)
+            out.append((i, None))
         elif func.search(text):
-            out.extend(_returns(lines, i, c_like))
+            out.extend((j, None) for j in _returns(lines, i, c_like))
         elif (
             stripped
             and not _is_comment(stripped)
             and any(p.search(_code(stripped, c_like)) for p in assign)
             and _scope(lines, i, c_like) in (scope, -1)
         ):
-            out.append(i)
+            out.append((i, None))
+    if scope >= 0:
+        out.extend(_call_sites(lines, scope, name, c_like))
     return out
+
+
+def _call_sites(
+    lines: tuple[str, ...], scope: int, name: str, c_like: bool
+) -> list[tuple[int, str | None]]:
+    """Lines calling the function defined at ``scope``, when ``name`` is one of its parameters,
+    each with the argument passed for ``name``."""
+    header = " ".join(lines[j] for j in _statement(lines, scope, c_like))
+    match = re.search(r"(\w+)\s*\((.*?)\)", header)
+    if match is None:
+        return []
+    params = [re.findall(r"\w+", p.split("=")[0].split(":")[0]) for p in match.group(2).split(",")]
+    position = [i for i, words in enumerate(params) if words and words[-1] == name]
+    if not position:
+        return []
+    call = re.compile(rf"(?<![\w.]){re.escape(match.group(1))}\s*\(")
+    out: list[tuple[int, str | None]] = []
+    for i, text in enumerate(lines):
+        if i == scope or _is_comment(text.strip()) or not call.search(_code(text, c_like)):
+            continue
+        code = " ".join(_code(lines[j], c_like) for j in _statement(lines, i, c_like))
+        args = _arguments(code, call)
+        keyword = [a.split("=", 1)[1] for a in args if re.match(rf"\s*{name}\s*=[^=]", a)]
+        positional = args[position[0]] if position[0] < len(args) else None
+        out.append((i, keyword[0] if keyword else positional))
+    return out
+
+
+def _arguments(code: str, call: re.Pattern[str]) -> list[str]:
+    """The top-level, comma-separated arguments of the first call ``call`` matches in ``code``."""
+    match = call.search(code)
+    assert match is not None
+    args, depth, current = [], 0, ""
+    for char in code[match.end() :]:
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            if depth == 0:
+                break
+            depth -= 1
+        if char == "," and depth == 0:
+            args.append(current)
+            current = ""
+        else:
+            current += char
+    return [*args, current]
 
 
 def _returns(lines: tuple[str, ...], start: int, c_like: bool) -> list[int]:
@@ -224,33 +277,45 @@ def dependencies(
 ) -> list[SourceLocation]:
     """The rest of each statement in ``found``, then the lines defining what they read,
     breadth first, ``depth`` hops back within each file (names in ``known`` are not followed)."""
-    out: list[SourceLocation] = []
+    return [loc for loc, _ in dependency_hops(found, known, depth)][:limit]
+
+
+def dependency_hops(
+    found: list[SourceLocation], known: set[str], depth: int
+) -> list[tuple[SourceLocation, int]]:
+    """:func:`dependencies` with each line's distance in hops (0: rest of a found statement)."""
+    out: list[tuple[SourceLocation, int]] = []
+    seen: set[tuple[str, int]] = {(loc.file, loc.line) for loc in found}
     followed: set[tuple[str, str, int]] = set()
+    hop = 0
 
     def add(path: Path, lines: tuple[str, ...], first: int) -> list[int]:
         statement = _statement(lines, first, _c_like(path))
         for j in statement:
-            loc = SourceLocation(file=str(path), line=j + 1, text=lines[j].strip())
-            if loc not in found and loc not in out:
-                out.append(loc)
+            if (str(path), j + 1) not in seen:
+                seen.add((str(path), j + 1))
+                out.append((SourceLocation(file=str(path), line=j + 1, text=lines[j].strip()), hop))
         return statement
 
-    frontier: list[tuple[Path, tuple[str, ...], list[int]]] = []
+    # (file, its lines, a statement's line indices, the only code of it to read, if not all)
+    Frontier = list[tuple[Path, tuple[str, ...], list[int], str | None]]
+    frontier: Frontier = []
     for loc in found:
         path = Path(loc.file)
         if path.is_file():
             lines = _lines(str(path), path.stat().st_mtime)
-            frontier.append((path, lines, add(path, lines, loc.line - 1)))
-    for _ in range(depth):
-        following: list[tuple[Path, tuple[str, ...], list[int]]] = []
-        for path, lines, statement in frontier:
+            frontier.append((path, lines, add(path, lines, loc.line - 1), None))
+    for hop in range(1, depth + 1):  # noqa: B007 - add() records the current hop
+        following: Frontier = []
+        for path, lines, statement, only in frontier:
             code = " ".join(_code(lines[j], _c_like(path)) for j in statement)
-            for name in _read_names(code):
+            names = _IDENT.findall(only) if only is not None else _read_names(code)
+            for name in names:
                 scope = _scope(lines, statement[0], _c_like(path))
-                if name in known or (str(path), name, scope) in followed:
+                if name in known or name in _KEYWORDS or (str(path), name, scope) in followed:
                     continue
                 followed.add((str(path), name, scope))
-                for i in _definitions(path, lines, name, scope):
-                    following.append((path, lines, add(path, lines, i)))
+                for i, argument in _definitions(path, lines, name, scope):
+                    following.append((path, lines, add(path, lines, i), argument))
         frontier = following
-    return out[:limit]
+    return out
