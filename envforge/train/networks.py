@@ -1,0 +1,138 @@
+"""Actor-critic MLPs and their action distributions, in plain JAX (parameters are a dict pytree).
+
+Two separate MLPs, orthogonal initialisation (gain sqrt(2) in hidden layers, 0.01 on the policy
+head, 1 on the value head). Discrete actions use a categorical over logits; continuous actions a
+diagonal Gaussian with a state-independent log standard deviation, clipped to the action bounds
+only when handed to the environment.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from envforge.spec import ActionSpace
+
+Params = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ActionHead:
+    """What the policy outputs: ``n`` logits, or a Gaussian over ``shape`` clipped to [low, high]."""
+
+    kind: Literal["discrete", "continuous"]
+    n: int = 0
+    shape: tuple[int, ...] = ()
+    low: tuple[float, ...] = ()
+    high: tuple[float, ...] = ()
+
+    @classmethod
+    def from_space(cls, space: ActionSpace) -> ActionHead:
+        if space.type == "discrete":
+            assert space.n is not None
+            return cls(kind="discrete", n=space.n)
+        low, high = space.bounds()
+        return cls(
+            kind="continuous",
+            shape=tuple(space.shape),
+            low=tuple(float(v) for v in low.ravel()),
+            high=tuple(float(v) for v in high.ravel()),
+        )
+
+    @property
+    def size(self) -> int:
+        """Width of the policy head: logits, or Gaussian means."""
+        return self.n if self.kind == "discrete" else max(1, math.prod(self.shape))
+
+
+def _init_dense(key: jax.Array, n_in: int, n_out: int, gain: float) -> Params:
+    w = jax.nn.initializers.orthogonal(gain)(key, (n_in, n_out), jnp.float32)
+    return {"w": w, "b": jnp.zeros((n_out,), jnp.float32)}
+
+
+def _init_mlp(key: jax.Array, sizes: list[int], head_gain: float) -> list[Params]:
+    keys = jax.random.split(key, len(sizes) - 1)
+    layers = []
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+        gain = head_gain if i == len(sizes) - 2 else math.sqrt(2.0)
+        layers.append(_init_dense(keys[i], n_in, n_out, gain))
+    return layers
+
+
+@dataclass(frozen=True)
+class ActorCritic:
+    """A policy and a value network over flat observations (static, hashable: safe to close over)."""
+
+    obs_dim: int
+    head: ActionHead
+    hidden: tuple[int, ...] = (64, 64)
+    activation: Literal["tanh", "relu"] = "tanh"
+
+    def init(self, key: jax.Array) -> Params:
+        actor_key, critic_key = jax.random.split(key)
+        params: Params = {
+            "actor": _init_mlp(actor_key, [self.obs_dim, *self.hidden, self.head.size], 0.01),
+            "critic": _init_mlp(critic_key, [self.obs_dim, *self.hidden, 1], 1.0),
+        }
+        if self.head.kind == "continuous":
+            params["log_std"] = jnp.zeros((self.head.size,), jnp.float32)
+        return params
+
+    def _mlp(self, layers: list[Params], x: jax.Array) -> jax.Array:
+        act = jnp.tanh if self.activation == "tanh" else jax.nn.relu
+        for layer in layers[:-1]:
+            x = act(x @ layer["w"] + layer["b"])
+        last = layers[-1]
+        return x @ last["w"] + last["b"]
+
+    def apply(self, params: Params, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(policy head output ``[..., size]``, value ``[...]``) for observations ``[..., obs_dim]``."""
+        x = obs.reshape(*obs.shape[: obs.ndim - 1], self.obs_dim).astype(jnp.float32)
+        return self._mlp(params["actor"], x), self._mlp(params["critic"], x)[..., 0]
+
+    def value(self, params: Params, obs: jax.Array) -> jax.Array:
+        x = obs.reshape(*obs.shape[: obs.ndim - 1], self.obs_dim).astype(jnp.float32)
+        return self._mlp(params["critic"], x)[..., 0]
+
+    # ---- the action distribution ----------------------------------------------------------
+    def sample(self, key: jax.Array, params: Params, head_out: jax.Array) -> jax.Array:
+        if self.head.kind == "discrete":
+            return jax.random.categorical(key, head_out).astype(jnp.int32)
+        std = jnp.exp(params["log_std"])
+        return head_out + std * jax.random.normal(key, head_out.shape)
+
+    def mode(self, head_out: jax.Array) -> jax.Array:
+        """The most likely action (greedy evaluation)."""
+        if self.head.kind == "discrete":
+            return jnp.argmax(head_out, axis=-1).astype(jnp.int32)
+        return head_out
+
+    def log_prob(self, params: Params, head_out: jax.Array, action: jax.Array) -> jax.Array:
+        if self.head.kind == "discrete":
+            logp = jax.nn.log_softmax(head_out)
+            return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
+        log_std = params["log_std"]
+        z = (action - head_out) / jnp.exp(log_std)
+        per_dim = -0.5 * z**2 - log_std - 0.5 * math.log(2 * math.pi)
+        return per_dim.sum(axis=-1)
+
+    def entropy(self, params: Params, head_out: jax.Array) -> jax.Array:
+        if self.head.kind == "discrete":
+            logp = jax.nn.log_softmax(head_out)
+            return -(jnp.exp(logp) * logp).sum(axis=-1)
+        per_dim = 0.5 + 0.5 * math.log(2 * math.pi) + params["log_std"]
+        return jnp.broadcast_to(per_dim.sum(), head_out.shape[:-1])
+
+    def env_action(self, action: jax.Array) -> jax.Array:
+        """The action as the environment takes it: an int, or clipped and reshaped to the space."""
+        if self.head.kind == "discrete":
+            return action
+        low = np.asarray(self.head.low, np.float32)
+        high = np.asarray(self.head.high, np.float32)
+        clipped = jnp.clip(action, low, high)
+        return clipped.reshape(*action.shape[:-1], *self.head.shape)
