@@ -1,0 +1,139 @@
+"""Train on a JAX port in a child process: generated code that crashes, hangs or eats memory
+while tracing or training becomes a typed DriverFailure, not a dead verifier.
+
+The child imports the port, runs the fused trainer and sends back plain arrays (parameters,
+observation statistics, learning curve, timings); the parent rebuilds the Policy.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import tempfile
+import traceback
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from envforge.errors import DriverCrashed, DriverRaised, DriverTimeout
+from envforge.spec import EnvSpec
+from envforge.train.config import PPOConfig
+from envforge.train.obs_norm import ObsNorm
+from envforge.train.policy import Policy
+from envforge.train.ppo import TrainResult, network_for
+
+
+def _train(
+    port: str,
+    spec: EnvSpec,
+    cfg: PPOConfig,
+    seeds: int,
+    seed: int,
+    env: dict[str, str],
+    conn: Connection,
+    log_path: str,
+) -> None:
+    os.setpgrp()
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    import faulthandler
+
+    faulthandler.enable()
+    os.environ.update(env)
+    try:
+        from envforge.train.port_env import load_port
+        from envforge.train.ppo import train_fused
+
+        result = train_fused(load_port(port, spec.name), spec, cfg, seeds=seeds, seed=seed)
+        norm = None if result.policy.norm is None else jax.device_get(result.policy.norm)._asdict()
+        conn.send(
+            (
+                "ok",
+                {
+                    "params": jax.device_get(result.policy.params),
+                    "norm": norm,
+                    "meta": result.policy.meta,
+                    "episode_returns": result.episode_returns,
+                    "jit_s": result.jit_s,
+                    "train_s": result.train_s,
+                    "env_steps": result.env_steps,
+                },
+            )
+        )
+    except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
+        conn.send(("raise", type(e).__name__, str(e), traceback.format_exc()))
+
+
+def _tail(path: str, limit: int = 2000) -> str:
+    try:
+        return Path(path).read_text(errors="replace")[-limit:]
+    except OSError:
+        return ""
+
+
+def train_port_isolated(
+    port: Path,
+    spec: EnvSpec,
+    cfg: PPOConfig,
+    seeds: int,
+    seed: int = 0,
+    timeout_s: float = 900.0,
+    env: dict[str, str] | None = None,
+) -> TrainResult:
+    """:func:`envforge.train.ppo.train_fused` in a child process, with a wall-clock limit."""
+    ctx = mp.get_context("spawn")
+    parent_conn, child_conn = ctx.Pipe(duplex=False)
+    fd, log_path = tempfile.mkstemp(prefix="envforge-train-", suffix=".log")
+    os.close(fd)
+    args = (str(port), spec, cfg, seeds, seed, dict(env or {}), child_conn, log_path)
+    proc = ctx.Process(target=_train, args=args, daemon=True)
+    proc.start()
+    child_conn.close()
+    try:
+        if not parent_conn.poll(timeout_s):
+            raise DriverTimeout(
+                "port",
+                "train",
+                f"training did not finish within {timeout_s:g} s (killed)",
+                _tail(log_path),
+            )
+        try:
+            reply = parent_conn.recv()
+        except (EOFError, OSError):
+            proc.join(5)
+            code = proc.exitcode
+            how = (
+                f"signal {signal.Signals(-code).name}"
+                if code is not None and code < 0
+                else f"exit code {code}"
+            )
+            raise DriverCrashed(
+                "port", "train", f"training process died ({how})", _tail(log_path)
+            ) from None
+    finally:
+        if proc.is_alive() and proc.pid is not None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+        proc.join(5)
+        parent_conn.close()
+        Path(log_path).unlink(missing_ok=True)
+    if reply[0] != "ok":
+        _, type_name, message, tb = reply
+        raise DriverRaised("port", "train", f"raised {type_name}: {message}", tb)
+    payload: dict[str, Any] = reply[1]
+    norm = None if payload["norm"] is None else ObsNorm(**payload["norm"])
+    policy = Policy(network_for(spec, cfg), payload["params"], norm, payload["meta"])
+    return TrainResult(
+        policy=policy,
+        episode_returns=np.asarray(payload["episode_returns"]),
+        jit_s=payload["jit_s"],
+        train_s=payload["train_s"],
+        env_steps=payload["env_steps"],
+    )
