@@ -17,7 +17,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-COMMAND_MODULES = ("verify", "list_envs", "translate", "cost", "bench", "mutate", "batch")
+COMMAND_MODULES = ("verify", "list_envs", "translate", "cost", "bench", "mutate", "batch", "train")
 for _name in COMMAND_MODULES:
     importlib.import_module(f"envforge.commands.{_name}").register(app)
 

@@ -1,0 +1,118 @@
+"""`envforge train`: train PPO on a JAX port (fused, vmapped over seeds) and save the policy."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from envforge.backends.recipe import open_driver, port_kind, port_recipe
+from envforge.errors import BadInput
+from envforge.locate import spec_for_name
+from envforge.spec import EnvSpec, load_spec
+from envforge.train.config import l4_config
+
+
+def _spec_for_port(port: Path, env: str | None, spec_path: str | None) -> EnvSpec:
+    if spec_path:
+        return load_spec(spec_path)
+    if env:
+        return spec_for_name(env)
+    # generated/<env>/<target>[/<module>.py]
+    parts = port.resolve().parts
+    for name in (port.stem, *reversed(parts)):
+        try:
+            return spec_for_name(name)
+        except BadInput:
+            continue
+    raise BadInput(f"cannot tell which env {port} ports; pass --env or --spec")
+
+
+def train_command(
+    port: str = typer.Option(
+        ..., "--port", help="JAX port directory or module (e.g. generated/cartpole/jax)."
+    ),
+    env: str = typer.Option(None, "--env", help="Env name (default: inferred from the port path)."),
+    spec: str = typer.Option(None, "--spec", help="env.toml to take [l4] hyperparameters from."),
+    timesteps: int = typer.Option(
+        None, "--timesteps", help="Env steps per seed (default: spec [l4])."
+    ),
+    seeds: int = typer.Option(
+        None, "--seeds", help="Training seeds, vmapped (default: spec [l4])."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Random seed of the run."),
+    out: str = typer.Option(
+        None, "--out", help="Where to save the policy (default runs/<env>/policy.npz)."
+    ),
+    eval_episodes: int = typer.Option(
+        8, "--eval-episodes", help="Greedy episodes per seed on the port afterwards (0: skip)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Train PPO on a JAX port (one jit, vmapped over seeds) and save the policy."""
+    port_path = Path(port)
+    if not port_path.exists():
+        raise BadInput(f"port not found: {port_path}")
+    if port_kind(port_path) != "jax":
+        raise BadInput(f"envforge train needs a JAX port; {port_path} is not one")
+    env_spec = _spec_for_port(port_path, env, spec)
+    cfg = l4_config(env_spec)
+    ppo = cfg.ppo.with_timesteps(timesteps) if timesteps else cfg.ppo
+    k = seeds or cfg.seeds
+    if k < 1:
+        raise BadInput(f"--seeds: expected >= 1, got {k}")
+
+    from envforge.train.evaluate import evaluate_policy
+    from envforge.train.port_env import load_port
+    from envforge.train.ppo import train_fused
+    from envforge.train.progress import training_progress
+
+    console = Console(stderr=True) if as_json else Console()
+    module = load_port(port_path, env_spec.name)
+    with training_progress(
+        console, f"PPO {env_spec.name} x{k}", ppo.steps_per_seed * k
+    ) as progress:
+        result = train_fused(module, env_spec, ppo, seeds=k, seed=seed, progress=progress)
+    result.policy.meta["port"] = str(port_path)
+    out_path = Path(out) if out else Path("runs") / env_spec.name / "policy.npz"
+    result.policy.save(out_path)
+
+    summary: dict[str, Any] = {
+        "env": env_spec.name,
+        "port": str(port_path),
+        "policy": str(out_path),
+        "seeds": k,
+        "env_steps": result.env_steps,
+        "jit_s": round(result.jit_s, 3),
+        "train_s": round(result.train_s, 3),
+        "steps_per_second": round(result.steps_per_second),
+        "final_train_return": result.final_return(),
+    }
+    if eval_episodes > 0:
+        driver = open_driver(port_recipe(env_spec, port_path), isolate=False)
+        seeds_eval = np.arange(eval_episodes, dtype=np.uint32)
+        stats = evaluate_policy(driver, env_spec, result.policy, eval_episodes, seeds_eval)
+        summary["eval_mean_return"] = float(stats.returns.mean())
+        summary["eval_mean_return_per_seed"] = [
+            float(g.mean()) for g in stats.by_group(stats.returns)
+        ]
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        table = Table(title=f"envforge train {env_spec.name}")
+        table.add_column("")
+        table.add_column("value")
+        for key, value in summary.items():
+            table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+        console.print(table)
+    sys.exit(0)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train_command)
