@@ -29,8 +29,8 @@ class SandboxLimits:
     """Tasks (processes and threads) alive at once: a fork bomb stops here."""
     memory_mb: int = 8192
     """Docker: the container's memory limit (swap included)."""
-    cpus: float = 2.0
-    """Docker: CPU quota, in cores."""
+    cpus: float | None = 2.0
+    """Docker: CPU quota, in cores (at most the machine's); None: no quota."""
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,8 @@ class DockerSandbox(Sandbox):
         lim = self.limits
         return (
             f"docker ({self.image}, no network, read-only root, {lim.memory_mb} MB, "
-            f"{lim.cpus:g} CPUs, {lim.max_pids} pids, uid {uid})"
+            f"{'no CPU quota' if lim.cpus is None else f'{lim.cpus:g} CPUs'}, "
+            f"{lim.max_pids} pids, uid {uid})"
         )
 
     # ---- containers --------------------------------------------------------------------------
@@ -142,26 +143,29 @@ class DockerSandbox(Sandbox):
         uid, gid = sandbox_user()
         lim = self.limits
         file_size = lim.file_size_mb * MB
-        container = self.client.containers.create(
-            self.image,
-            command,
-            working_dir=str(cwd),
-            user=f"{uid}:{gid}",
-            environment=self._environment(scratch, env),
-            volumes=self._volumes(writable, readable),
-            network_mode="none",
-            read_only=True,
-            tmpfs={"/tmp": "size=256m,mode=1777"},
-            mem_limit=f"{lim.memory_mb}m",
-            memswap_limit=f"{lim.memory_mb}m",
-            nano_cpus=int(lim.cpus * 1e9),
-            pids_limit=lim.max_pids,
-            ulimits=[docker.types.Ulimit(name="fsize", soft=file_size, hard=file_size)],
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            init=True,
-            labels={LABEL: "1", OWNER_LABEL: str(os.getpid())},
-        )
+        try:
+            container = self.client.containers.create(
+                self.image,
+                command,
+                working_dir=str(cwd),
+                user=f"{uid}:{gid}",
+                environment=self._environment(scratch, env),
+                volumes=self._volumes(writable, readable),
+                network_mode="none",
+                read_only=True,
+                tmpfs={"/tmp": "size=256m,mode=1777"},
+                mem_limit=f"{lim.memory_mb}m",
+                memswap_limit=f"{lim.memory_mb}m",
+                nano_cpus=None if lim.cpus is None else int(min(lim.cpus, _cores()) * 1e9),
+                pids_limit=lim.max_pids,
+                ulimits=[docker.types.Ulimit(name="fsize", soft=file_size, hard=file_size)],
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                init=True,
+                labels={LABEL: "1", OWNER_LABEL: str(os.getpid())},
+            )
+        except docker.errors.APIError as e:
+            raise SandboxError(f"docker refused the container: {e.explanation or e}") from None
         try:
             container.start()
         except docker.errors.APIError as e:
@@ -280,3 +284,7 @@ def _oom_killed(container: Any) -> bool:
     except Exception:  # noqa: BLE001
         return False
     return bool(container.attrs.get("State", {}).get("OOMKilled"))
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0))
