@@ -9,6 +9,7 @@ on: it returns a report with a Finding instead of dying, and verifies the next p
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -163,6 +164,22 @@ def test_cargo_build_scripts_run_sandboxed(sandbox: Sandbox, tmp_path: Path, out
     result = sandbox.run("cd evil && cargo build --offline", tmp_path / "ws")
     assert result.exit_code != 0, result.output
     assert "Read-only file system" in result.output and not outside.exists()
+
+
+def test_agent_crates_resolve_offline_from_vendored_sources(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """The agent's crate gets its dependencies vendored on the host; cargo inside finds them."""
+    ws = tmp_path / "ws"
+    shutil.copytree(
+        ROOT / "generated/pong/rust",
+        ws / "port",
+        ignore=shutil.ignore_patterns("target", "Cargo.lock"),
+    )
+    result = sandbox.run("cd port && cargo tree --offline -e normal --depth 1", ws)
+    assert result.exit_code == 0, result.output
+    assert "pyo3 v0.30" in result.output and "rayon v1." in result.output
+    assert (ws / "port" / "Cargo.lock").is_file()  # locked on the host before the command ran
 
 
 # ---- ports driven by the verifier ------------------------------------------------------------
