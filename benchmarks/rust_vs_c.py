@@ -45,7 +45,7 @@ def measure_rust(batches: tuple[int, ...], repeats: int, min_run_s: float) -> di
     driver = RustDriver(spec, ROOT / "generated/pong/rust", strict_float=False)
     build_s = time.perf_counter() - start
     rng = np.random.default_rng(0)
-    out = {}
+    out, busy = {}, {}
     for n in batches:
         batch = driver.module.EnvBatch(n)
         batch.reset(np.arange(n, dtype=np.uint32))
@@ -62,8 +62,10 @@ def measure_rust(batches: tuple[int, ...], repeats: int, min_run_s: float) -> di
             tick[0] += 1
             batch.step(actions[tick[0] % 16], *buffers)
 
+        wall, cpu = time.perf_counter(), time.process_time()
         out[n] = timed_runs(call, n, repeats, min_run_s)
-    return {"build_s": build_s, "runs": out}
+        busy[n] = (time.process_time() - cpu) / (time.perf_counter() - wall)
+    return {"build_s": build_s, "runs": out, "cores_busy": busy}
 
 
 def rust_in_subprocess(threads: int, args: argparse.Namespace) -> dict:
@@ -82,6 +84,7 @@ def rust_in_subprocess(threads: int, args: argparse.Namespace) -> dict:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     data = json.loads(proc.stdout)
     data["runs"] = {int(k): v for k, v in data["runs"].items()}
+    data["cores_busy"] = {int(k): v for k, v in data["cores_busy"].items()}
     return data
 
 
@@ -128,7 +131,7 @@ def main() -> None:
         f"pong, steps/s (median of {args.repeats} runs), {len(cpus)} cores available, load {os.getloadavg()[0]:.1f}"
     )
     head = ["batch", "C loop", *(f"Rust {t}T" for t in args.threads), "JAX (CPU)"]
-    head += [f"Rust {t}T / C" for t in args.threads]
+    head += [f"Rust {t}T / C" for t in args.threads] + ["cores busy"]
     print(" | ".join(f"{h:>13}" for h in head))
     rows = []
     for n in args.batches:
@@ -146,6 +149,10 @@ def main() -> None:
         ratios = len(args.threads)
         text = [f"{cells[0]:>13}"] + [f"{v:>13.3e}" for v in cells[1:-ratios]]
         text += [f"{v:>12.2f}x" for v in cells[-ratios:]]
+        # CPU time / wall time of the Rust process: below the thread count, the machine was busy
+        busy = " / ".join(f"{rust[t]['cores_busy'][n]:.2f}" for t in args.threads)
+        text.append(f"{busy:>13}")
+        rows[-1]["rust_cores_busy"] = {t: rust[t]["cores_busy"][n] for t in args.threads}
         print(" | ".join(text))
     compile_s = {m.batch: m.compile_s for m in jax_runs}
     print(
