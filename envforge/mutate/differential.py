@@ -1,6 +1,7 @@
 """Differential testing of a mutant against the unmutated implementation (same language).
 
-Both are driven in this process on the same inputs: resets over many seeds, one step from
+Both are driven in this process on the same inputs: resets over many seeds (compared as
+distributions in ``sync`` mode, where only the distribution is specified), one step from
 states sampled over the spec's ranges (boundaries over-weighted) under every discrete action,
 and one step from each state along random rollouts of the original (re-synced each step, so
 only the mutation's one-step effect is seen). Comparison uses the spec's own notion of
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from envforge.backends.base import Driver, State, Transition
 from envforge.verify.boundaries import boundary_states
@@ -29,6 +31,7 @@ from envforge.verify.compare import compare_states, compare_transitions
 from envforge.verify.findings import to_jsonable
 from envforge.verify.policies import random_actions
 from envforge.verify.strategies import sample_states
+from envforge.verify.support import support_pvalue
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ BATCH = 4096
 class DifferentialResult:
     effort: str
     resets: int = 0
+    reset_comparison: str = "exact"
+    """exact, or distribution (sync mode: KS and support tests per component)"""
     transitions: int = 0
     differing: dict[str, int] = field(default_factory=dict)
     """Key -> number of compared resets/transitions in which it differed."""
@@ -108,10 +113,37 @@ class Differential:
                 actual = self.mutant.reset(chunk)
             except Exception as e:  # noqa: BLE001
                 raise MutantFailed(f"reset raised {type(e).__name__}: {e}") from e
-            diff = compare_states(self.spec, expected, actual)
             result.resets += len(chunk)
+            if self.spec.rng.mode == "sync":
+                result.reset_comparison = "distribution"
+                self._reset_distributions(expected, actual, result)
+                continue
+            diff = compare_states(self.spec, expected, actual)
             for i in np.flatnonzero(diff.mismatch):
                 self._note(result, diff.keys_at(int(i)), "reset", seed=int(chunk[i]))
+
+    def _reset_distributions(self, a: State, b: State, result: DifferentialResult) -> None:
+        """Sync mode: resets are random draws, so only their distributions must agree (KS and
+        support tests per component, as L1 does)."""
+        alpha = self.spec.verify.alpha / max(1, len(self.spec.state))
+        for f in self.spec.state:
+            x = a[f.name].reshape(len(a[f.name]), -1).astype(np.float64)
+            y = b[f.name].reshape(len(b[f.name]), -1).astype(np.float64)
+            for j in range(x.shape[1]):
+                if np.array_equal(x[:, j], y[:, j]):
+                    continue
+                slack = self.spec.tolerance(f.name)[0] if f.np_dtype.kind == "f" else 0.0
+                p_ks = float(stats.ks_2samp(x[:, j], y[:, j]).pvalue)
+                p_support, seen = support_pvalue(x[:, j], y[:, j], slack)
+                p = 2 * min(p_ks, p_support)
+                if p < alpha:
+                    self._note(
+                        result,
+                        [f.name],
+                        "reset distribution",
+                        test="KS" if p_ks <= p_support else seen,
+                        p_value=p,
+                    )
 
     def _actions(self, n: int) -> list[np.ndarray]:
         if self.spec.action.type == "discrete":

@@ -128,9 +128,14 @@ def static_equivalence(mutant: Mutant, original: str) -> str | None:
 def differential_equivalence(result: DifferentialResult | None, full: bool) -> str | None:
     if result is None or not full or result.differs or result.inconclusive:
         return None
+    resets = (
+        f"the same reset distribution over {result.resets} seeds"
+        if result.reset_comparison == "distribution"
+        else f"identical resets for {result.resets} seeds"
+    )
     return (
-        f"differential: identical to the original on {result.resets} resets and "
-        f"{result.transitions} transitions (sampled states x every action, and rollout states)"
+        f"differential: {resets} and identical steps on {result.transitions} transitions "
+        "(sampled states x every action, rollout states, branch-threshold states)"
     )
 
 
