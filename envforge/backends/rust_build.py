@@ -11,8 +11,9 @@ Two phases, so that only the first needs the network and only the second runs cr
   into ``lib/<module>-<hash>.so``. The hash covers the crate's files, the toolchain, maturin
   and the Python version, so an unchanged crate is never rebuilt.
 
-Layout under ``$ENVFORGE_CACHE/rust`` (default ``~/.cache/envforge/rust``): ``lib/`` built
-modules, ``target/`` cargo's, ``vendor/`` crate sources, ``cargo-home/`` the offline config.
+Layout under ``$ENVFORGE_RUST_CACHE`` (default ``$ENVFORGE_CACHE/rust``, ``~/.cache/envforge/rust``):
+``lib/`` built modules, ``target/`` cargo's, ``vendor/`` crate sources, ``cargo-home/`` the offline
+config. Everything in it is keyed by content, so CI may keep it across runs.
 ``ENVFORGE_RUST_VENDOR`` overrides the vendor directory and ``ENVFORGE_RUST_PREBUILT`` lists
 extra read-only ``lib`` directories to look in (both used by the docker sandbox).
 """
@@ -64,7 +65,7 @@ def rust_cache() -> RustCache:
     base = os.environ.get("ENVFORGE_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "envforge"
     )
-    root = Path(base) / "rust"
+    root = Path(os.environ.get("ENVFORGE_RUST_CACHE") or Path(base) / "rust")
     vendor = Path(os.environ.get("ENVFORGE_RUST_VENDOR") or root / "vendor")
     prebuilt = tuple(Path(p) for p in os.environ.get("ENVFORGE_RUST_PREBUILT", "").split(":") if p)
     return RustCache(root=root, vendor=vendor, prebuilt=prebuilt)

@@ -3,7 +3,7 @@
 Containers have no network (``network_mode=none``), a read-only root, memory / CPU / pids
 limits, no capabilities, no-new-privileges, and run as an unprivileged user. The only writable
 places are the workspace (commands) or scratch directory (servers), a small ``/tmp`` tmpfs and
-the sandbox's own build cache ``$ENVFORGE_CACHE/docker`` (so a container never writes into the
+the sandbox's own build cache ``docker/`` beside the Rust cache (so a container never writes into the
 host's cache; it reads the host's built modules and vendored crates). The image is imported
 locally, see envforge/sandbox/image.py.
 """
