@@ -138,7 +138,7 @@ def test_build_errors_are_l0_findings_with_the_compiler_message(pong_spec, tmp_p
 
 
 def test_pong_rust_port_is_equivalent_at_levels_0_to_3(pong_spec) -> None:  # type: ignore[no-untyped-def]
-    report = verify(pong_spec, PONG, [0, 1, 2, 3], VerifyOptions(scale=0.1))
+    report = verify(pong_spec, PONG, [0, 1, 2, 3], VerifyOptions(scale=0.05))
     assert report.passed, [(lv.level, lv.summary) for lv in report.levels]
 
 

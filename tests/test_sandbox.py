@@ -12,6 +12,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -145,7 +146,11 @@ def test_hostile_commands_are_stopped(
         assert not outside.exists() and "read-only file system" in result.output.lower()
     if behaviour == "memory":
         assert "MemoryError" in result.output or "out of memory" in result.output
-    if behaviour in ("fork", "loop"):
+    if (
+        behaviour == "fork"
+    ):  # killed at the wall clock, or ended when the pids limit broke its shell
+        assert result.timed_out or "Cannot fork" in result.output
+    if behaviour == "loop":
         assert result.timed_out
     assert _leftovers(sandbox) == []
 
@@ -206,7 +211,7 @@ def test_hostile_ports_become_findings(
     outside: Path,
 ) -> None:
     port = hostile_port(tmp_path, behaviour, port=listener.port, outside=str(outside))
-    options = VerifyOptions(sandbox=sandbox.kind, timeout_s=10, scale=0.1)
+    options = VerifyOptions(sandbox=sandbox.kind, timeout_s=6, scale=0.1)
     report = verify(spec_for_name("pong"), port, [0], options)
     level = report.levels[0]
     assert level.status in ("fail", "error") and level.findings, level.summary
@@ -247,23 +252,14 @@ def test_default_sandbox_is_docker_when_an_engine_answers() -> None:
     assert choose_sandbox("process").kind == "process"
 
 
-def test_verify_cli_shows_the_sandbox_and_rejects_unknown_ones() -> None:
-    cli = [str(Path(envforge.__file__).parent.parent / ".venv/bin/envforge")]
-    if not Path(cli[0]).exists():
-        import sys
-
-        cli = [sys.executable, "-m", "envforge.cli"]
+def test_verify_cli_rejects_unknown_sandboxes_and_names_the_choice() -> None:
     bad = subprocess.run(
-        [*cli, "verify", "pong", "--sandbox", "vm"], capture_output=True, text=True
-    )
-    assert bad.returncode == 2 and "--sandbox" in bad.stderr
-    none = subprocess.run(
-        [*cli, "verify", "pong", "--levels", "0", "--scale", "0.1", "--sandbox", "none"],
+        [sys.executable, "-m", "envforge.cli", "verify", "pong", "--sandbox", "vm"],
         capture_output=True,
         text=True,
-        timeout=300,
     )
-    assert none.returncode == 0 and "sandbox: none (--sandbox none)" in none.stdout
+    assert bad.returncode == 2 and "--sandbox: expected one of docker, process, none" in bad.stderr
+    assert choose_sandbox("none").line() == "sandbox: none (--sandbox none)"
 
 
 # ---- helpers -----------------------------------------------------------------------------------
