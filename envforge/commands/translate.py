@@ -137,7 +137,9 @@ def translate_command(
     _show_retries(console)
     # agent commands always run sandboxed: "none" only turns it off for verification
     commands = open_sandbox("process" if sandbox_choice.kind == "none" else sandbox_choice.kind)
-    console.print(f"[dim]{sandbox_choice.line(commands)}[/dim]")
+    sandbox_line = sandbox_choice.line(commands)
+    if not as_json:  # stdout: stderr stays one line when the run fails on bad input
+        Console().print(f"[dim]{sandbox_line}[/dim]")
     with console.status(f"translating {env_spec.name} to {target} with {model}") as status:
         outcome = run_translate_job(
             translate_job,
@@ -145,7 +147,7 @@ def translate_command(
             progress=lambda msg: status.update(f"{env_spec.name}: {msg}"),
         )
     if as_json:
-        print(json.dumps(outcome.to_dict(), indent=2))
+        print(json.dumps({**outcome.to_dict(), "sandbox": sandbox_line}, indent=2))
     else:
         show(outcome, Console())
     sys.exit(0 if outcome.result.verified else 1)
