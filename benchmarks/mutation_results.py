@@ -1,0 +1,143 @@
+"""Run the mutation campaigns and regenerate docs/MUTATE_RESULTS.md (never edit it by hand).
+
+    .venv/bin/python benchmarks/mutation_results.py                       # pong and cartpole
+    .venv/bin/python benchmarks/mutation_results.py --envs pong --max 20 --scale 0.2
+
+Each campaign is `envforge mutate <env> --max N --scale S`; its JSON goes to docs/mutate/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from envforge.locate import spec_for_name
+from envforge.mutate.campaign import run_campaign
+from envforge.mutate.workspace import resolve_target
+from envforge.verify.context import VerifyOptions
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "docs" / "mutate"
+
+
+def pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def section(data: dict[str, Any], command: str) -> list[str]:
+    counts = data["status_counts"]
+    loc = data["localization"]
+    lines = [
+        f"## {data['env']} ({data['side']}: {', '.join(data['files'])})",
+        "",
+        "```bash",
+        command,
+        "```",
+        "",
+        f"{data['run']} mutants run (sampled across operators from {data['generated']} generated; "
+        f"{data['stillborn']} stillborn set aside) in {data['wall_s'] / 60:.0f} min: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        + ".",
+        "",
+        f"**Kill rate {pct(data['kill_rate'])}** of {data['non_equivalent']} non-equivalent "
+        f"(target 95%: {'met' if data['targets']['kill_rate_met'] else 'missed'}); "
+        f"**field-localized {pct(loc['field'])}** of kills (target 80%: "
+        f"{'met' if data['targets']['field_localization_met'] else 'missed'}); "
+        f"line-localized {pct(loc['line'])}.",
+        "",
+        "| level | killed here | killed through | cumulative kill rate |",
+        "|---|---:|---:|---:|",
+    ]
+    for row in data["per_level"]:
+        lines.append(
+            f"| L{row['level']} | {row['killed_here']} | {row['killed_through']} | "
+            f"{pct(row['cumulative_kill_rate'])} |"
+        )
+    statuses = ("killed", "survived", "equivalent", "timeout", "error")
+    lines += ["", "| operator | " + " | ".join(statuses) + " |", "|---" + "|---:" * 5 + "|"]
+    for op, c in data["per_operator"].items():
+        lines.append(f"| {op} | " + " | ".join(str(c.get(s, 0)) for s in statuses) + " |")
+    lines.append("")
+    for m in data["mutants"]:
+        if m["status"] == "killed":
+            continue
+        lines.append(f"- **{m['status']}** `{m['id']}` {m['description']}")
+        if m["equivalence"]:
+            lines.append(f"  - reason: {m['equivalence']}")
+        if m["witness"]:
+            lines.append(f"  - witness: `{json.dumps(m['witness'])[:300]}`")
+        if m["error"]:
+            lines.append(f"  - {m['error'][:300]}")
+        if m["diff"]:
+            lines += [
+                "",
+                "  ```diff",
+                *("  " + d for d in m["diff"].rstrip().splitlines()),
+                "  ```",
+            ]
+    unlocalized = [
+        m for m in data["mutants"] if m["status"] == "killed" and not m["field_localized"]
+    ]
+    if unlocalized:
+        lines += ["", "Kills whose finding did not name a field the mutant changes:", ""]
+        for m in unlocalized:
+            lines.append(
+                f"- `{m['id']}` {m['description']}: L{m['level']} `{m['check']}` named "
+                f"{m['finding_fields'] or 'no field'}; the mutant changes {m['affected'] or 'nothing found'}"
+            )
+    return lines + [""]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", default="pong,cartpole")
+    parser.add_argument("--max", type=int, default=60)
+    parser.add_argument("--scale", type=float, default=0.3)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
+    for env in args.envs.split(","):
+        spec = spec_for_name(env)
+        target = resolve_target(spec, "port", "jax", None)
+        print(f"mutating {env}", file=sys.stderr, flush=True)
+        report = run_campaign(
+            target,
+            [0, 1, 2, 3],
+            VerifyOptions(seed=args.seed, scale=args.scale),
+            limit=args.max,
+            seed=args.seed,
+            parallel=os.cpu_count() or 1,
+            progress=lambda done, total, run: print(
+                f"  {done}/{total} {run.job.mutant.id}", file=sys.stderr, flush=True
+            ),
+        )
+        data = report.to_dict()
+        data["command"] = (
+            f"envforge mutate {env} --max {args.max} --scale {args.scale} --seed {args.seed}"
+        )
+        (OUT / f"{env}.json").write_text(json.dumps(data, indent=2))
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "# Mutation testing results",
+        "",
+        f"Generated by `benchmarks/mutation_results.py` on {now} from `docs/mutate/*.json`; do not "
+        "edit by hand. What the numbers mean: `docs/MUTATE.md`. Load average (1/5/15 min) at "
+        f"the start: {load_before[0]:.2f} / {load_before[1]:.2f} / {load_before[2]:.2f}.",
+        "",
+    ]
+    for path in sorted(OUT.glob("*.json")):
+        data = json.loads(path.read_text())
+        lines += section(data, data.get("command", ""))
+    (ROOT / "docs" / "MUTATE_RESULTS.md").write_text("\n".join(lines))
+    print("wrote docs/MUTATE_RESULTS.md", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
