@@ -36,7 +36,8 @@ def test_timed_runs_counts_env_steps_per_second() -> None:
     assert len(calls) > 3  # the calibration call, then k calls per run
 
 
-def test_jax_scan_rollout_matches_a_plain_python_loop() -> None:
+@pytest.mark.parametrize("resets", ["fresh", "first"])
+def test_jax_scan_rollout_matches_a_plain_python_loop(resets: str) -> None:
     """The scanned, vmapped loop (actions, steps, auto-resets) against one env stepped by hand."""
     import jax
     import jax.numpy as jnp
@@ -47,32 +48,35 @@ def test_jax_scan_rollout_matches_a_plain_python_loop() -> None:
     module = load_port(spec, port)
     batch, length = 3, 60
     carry = initial_carry(module, batch)
-    state, _, rng, total = jax.jit(make_rollout(module, spec, "random", length))(carry, {})
+    rollout = jax.jit(make_rollout(module, spec, "random", length, resets))
+    state, _, rng, total = rollout(carry, {"first": carry[0]})
 
-    step, reset, observe = jax.jit(module.step), jax.jit(module.reset), jax.jit(module.observe)
-    resets = 0
+    step, reset = jax.jit(module.step), jax.jit(module.reset)
+    ended = 0
     for i in range(batch):
-        s = jax.tree_util.tree_map(lambda x, i=i: x[i], carry[0])
+        first = jax.tree_util.tree_map(lambda x, i=i: x[i], carry[0])
+        s = first
         x = np.uint32(carry[2][i])
         ret = np.float32(0.0)
         for _ in range(length):
-            x = np.uint32(x ^ (x << np.uint32(13)))
-            x = np.uint32(x ^ (x >> np.uint32(17)))
-            x = np.uint32(x ^ (x << np.uint32(5)))
+            x = _xorshift(x)
             s, _, reward, terminated, truncated = step(s, jnp.int32(x % spec.action.n))
             ret += np.float32(reward)
-            x = np.uint32(x ^ (x << np.uint32(13)))
-            x = np.uint32(x ^ (x >> np.uint32(17)))
-            x = np.uint32(x ^ (x << np.uint32(5)))
+            x = _xorshift(x)
             if bool(terminated | truncated):
-                s, resets = reset(jnp.uint32(x)), resets + 1
-        observe(s)
+                s, ended = (reset(jnp.uint32(x)) if resets == "fresh" else first), ended + 1
         for name, value in module.to_canonical(s).items():
             got = np.asarray(module.to_canonical(state)[name])[i]
             np.testing.assert_allclose(got, np.asarray(value), rtol=1e-5, atol=1e-6)
         assert np.uint32(rng[i]) == x
         assert float(total[i]) == pytest.approx(float(ret))
-    assert resets > 0, "the rollout should have crossed at least one episode end"
+    assert ended > 0, "the rollout should have crossed at least one episode end"
+
+
+def _xorshift(x: np.uint32) -> np.uint32:
+    x = np.uint32(x ^ (x << np.uint32(13)))
+    x = np.uint32(x ^ (x >> np.uint32(17)))
+    return np.uint32(x ^ (x << np.uint32(5)))
 
 
 def test_c_harness_steps_pong_with_both_policies() -> None:
@@ -149,7 +153,8 @@ def test_report_ratios_targets_and_round_trip(tmp_path: Path) -> None:
 def test_bench_cli_end_to_end_json() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "envforge.cli", "bench", "pong", "--batch", "2"]
-        + ["--repeats", "1", "--min-run", "0.01", "--policy", "random", "--json"],
+        + ["--repeats", "1", "--min-run", "0.01", "--policy", "random", "--resets", "fresh"]
+        + ["--json"],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -2,7 +2,8 @@
 
 Inside the scan each env draws its action from its own xorshift32 state (as the C harness
 does) or from a small MLP on its observation, steps, and is reset where its episode ended
-(``where(done, reset, next)``, the gymnax way). The final carry (states, observations,
+(``where(done, reset, next)``, the gymnax way; or, as a second variant, returned to its
+own first state, the Brax way, which skips the reset's work). The final carry (states, observations,
 summed rewards) is returned so XLA cannot drop any of that work. Trace and compile time is
 measured on its own and excluded from the timed runs.
 """
@@ -47,9 +48,13 @@ def mlp_params(spec: EnvSpec, hidden: int) -> dict[str, np.ndarray]:
 
 
 def make_rollout(
-    module: ModuleType, spec: EnvSpec, policy: str, length: int
+    module: ModuleType, spec: EnvSpec, policy: str, length: int, resets: str = "fresh"
 ) -> Callable[[Any, Any], Any]:
-    """``rollout(carry, params) -> carry`` running ``length`` batched steps (not yet jitted)."""
+    """``rollout(carry, params) -> carry`` running ``length`` batched steps (not yet jitted).
+
+    ``resets``: ``fresh`` computes a new reset for every env on every step and keeps it where
+    the episode ended (gymnax's auto-reset); ``first`` returns an ended env to its own first
+    state, ``params["first"]`` (Brax's AutoResetWrapper), which skips the reset's work."""
     import jax
     import jax.numpy as jnp
 
@@ -89,7 +94,7 @@ def make_rollout(
         after, _, reward, terminated, truncated = step(state, action)
         done = terminated | truncated
         rng = xorshift(rng)
-        fresh = reset(rng)
+        fresh = reset(rng) if resets == "fresh" else params["first"]
 
         def pick(f: jax.Array, a: jax.Array) -> jax.Array:
             return jnp.where(done.reshape(done.shape + (1,) * (a.ndim - 1)), f, a)
@@ -123,23 +128,25 @@ def measure_jax(
     import jax
 
     module = load_port(spec, port)
-    params = jax.tree_util.tree_map(jax.numpy.asarray, mlp_params(spec, settings.hidden))
+    weights = jax.tree_util.tree_map(jax.numpy.asarray, mlp_params(spec, settings.hidden))
     out = []
-    for policy in settings.policies:
-        for batch in settings.batch_sizes:
-            length = scan_length(batch)
-            carry = initial_carry(module, batch)
-            start = time.perf_counter()
-            compiled = (
-                jax.jit(make_rollout(module, spec, policy, length)).lower(carry, params).compile()
-            )
-            compile_s = time.perf_counter() - start
-            box = [carry]
+    for resets in settings.reset_modes:
+        name = label if resets == "fresh" else f"{label}, first-state resets"
+        for policy in settings.policies:
+            for batch in settings.batch_sizes:
+                length = scan_length(batch)
+                carry = initial_carry(module, batch)
+                params = {**weights, "first": carry[0]}
+                start = time.perf_counter()
+                rollout = make_rollout(module, spec, policy, length, resets)
+                compiled = jax.jit(rollout).lower(carry, params).compile()
+                compile_s = time.perf_counter() - start
+                box = [carry]
 
-            def call(compiled: Any = compiled, box: list = box) -> None:
-                box[0] = compiled(box[0], params)
-                jax.block_until_ready(box[0])
+                def call(compiled: Any = compiled, box: list = box, params: Any = params) -> None:
+                    box[0] = compiled(box[0], params)
+                    jax.block_until_ready(box[0])
 
-            wall, cpu = timed_runs(call, batch * length, settings.repeats, settings.min_run_s)
-            out.append(Measurement(label, "port", policy, batch, wall, cpu, compile_s))
+                wall, cpu = timed_runs(call, batch * length, settings.repeats, settings.min_run_s)
+                out.append(Measurement(name, "port", policy, batch, wall, cpu, compile_s))
     return out

@@ -29,6 +29,8 @@ class BenchSettings:
     their per-env cost is flat beyond a few envs."""
     hidden: int = 64
     """Width of the MLP policy's one hidden layer."""
+    reset_modes: tuple[str, ...] = ("fresh", "first")
+    """JAX auto-reset variants measured: fresh (gymnax) and first-state (Brax)."""
 
 
 @dataclass

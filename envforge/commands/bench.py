@@ -35,6 +35,9 @@ def bench_command(
     policy: str = typer.Option("random,mlp", "--policy", help="random, mlp or both."),
     repeats: int = typer.Option(5, "--repeats", min=1, help="Timed runs; the median is shown."),
     min_run: float = typer.Option(0.2, "--min-run", min=0.001, help="Seconds per timed run."),
+    resets: str = typer.Option(
+        "fresh,first", "--resets", help="JAX auto-reset: fresh (gymnax), first (Brax), or both."
+    ),
     strict: bool = typer.Option(
         False, "--strict", help="Measure strict-float builds (no FMA) instead of fast ones."
     ),
@@ -49,6 +52,9 @@ def bench_command(
     policies = tuple(p.strip() for p in policy.split(",") if p.strip())
     if not policies or any(p not in ("random", "mlp") for p in policies):
         raise BadInput(f"--policy: expected random, mlp or random,mlp, got {policy!r}")
+    reset_modes = tuple(r.strip() for r in resets.split(",") if r.strip())
+    if not reset_modes or any(r not in ("fresh", "first") for r in reset_modes):
+        raise BadInput(f"--resets: expected fresh, first or fresh,first, got {resets!r}")
     settings = BenchSettings(
         batch_sizes=_ints(batch, "--batch"),
         repeats=repeats,
@@ -56,10 +62,11 @@ def bench_command(
         policies=policies,
         strict_float=strict,
         max_python_batch=max_python_batch,
+        reset_modes=reset_modes,
     )
     ports = find_ports(spec, target or None)
     command = "envforge " + " ".join(sys.argv[1:]) if sys.argv[1:] else f"envforge bench {env}"
-    console = Console(stderr=as_json)
+    console = Console(stderr=as_json, width=None if sys.stdout.isatty() else 160)
     with console.status(f"benchmarking {spec.name}") as status:
         report = run_bench(
             spec,

@@ -52,7 +52,7 @@ def mutate_command(
     if scale <= 0:
         raise BadInput(f"--scale: expected a positive number, got {scale}")
     options = VerifyOptions(seed=seed, scale=scale)
-    console = Console(stderr=as_json)
+    console = Console(stderr=as_json, width=None if sys.stdout.isatty() else 160)
     parallel = jobs or os.cpu_count() or 1
     with console.status(f"mutating {spec.name}") as status:
 
