@@ -12,6 +12,7 @@ from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
 from envforge.errors import BadInput, DriverFailure
 from envforge.sandbox.select import open_sandbox
 from envforge.spec import EnvSpec
+from envforge.verify.checked import CheckedDriver
 from envforge.verify.context import VerifyContext, VerifyOptions
 from envforge.verify.findings import Finding
 from envforge.verify.report import LevelResult, Report
@@ -118,6 +119,8 @@ def verify(
             start = time.perf_counter()
             try:
                 ref, prt = pair.open()
+                if level in (1, 2, 3):  # L0 checks raw outputs itself; these compare them
+                    ref, prt = CheckedDriver(ref), CheckedDriver(prt)
                 result = run_level(level, VerifyContext(spec, ref, prt, options))
             except DriverFailure as exc:
                 pair.drop(exc.side)

@@ -1,0 +1,46 @@
+"""A Driver whose every output is checked against the spec before a level compares it.
+
+L0 inspects raw driver outputs itself. Later levels compare states, observations and flags; a
+port that returns a wrong shape must then fail the level with a ``contract`` finding (the
+runner turns the ContractViolation into one), not crash the comparison with a numpy error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from envforge.backends.base import Driver, State, Transition, canonicalize, check_transition
+from envforge.errors import ContractViolation
+
+
+class CheckedDriver(Driver):
+    def __init__(self, inner: Driver) -> None:
+        super().__init__(inner.spec)
+        self.inner = inner
+        self.side = inner.side
+
+    def reset(self, seeds: np.ndarray) -> State:
+        return canonicalize(self.spec, self.inner.reset(seeds), self.side, "reset")
+
+    def step(self, state: State, actions: np.ndarray) -> Transition:
+        return check_transition(self.spec, self.inner.step(state, actions), len(actions), self.side)
+
+    def observe(self, state: State) -> np.ndarray:
+        obs = np.asarray(self.inner.observe(state))
+        expected = (len(next(iter(state.values()))), *self.spec.observation.shape)
+        if obs.shape != expected:
+            raise ContractViolation(
+                self.side, "observe", f"observation shape {obs.shape}, expected {expected}"
+            )
+        return obs.astype(self.spec.observation.dtype, copy=False)
+
+    def source_files(self) -> list[Path]:
+        return self.inner.source_files()
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def close(self) -> None:
+        self.inner.close()
