@@ -10,7 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from envforge.bench.ceiling import Machine, StepCost, _jaxpr_ops, ceiling_sps, step_cost
+from envforge.bench.ceiling import (
+    Machine,
+    StepCost,
+    _jaxpr_ops,
+    ceiling_sps,
+    fused_instruction_count,
+    step_cost,
+)
 from envforge.bench.measure import BenchSettings, Measurement, timed_runs
 from envforge.bench.report import BenchReport
 from envforge.locate import default_port, spec_for_name
@@ -123,6 +130,7 @@ def test_pong_step_cost_and_ceiling() -> None:
     assert cost.state_bytes == 40 and cost.obs_bytes == 32
     assert cost.bytes_per_step == 2 * 40 + 32 + 4 + 16
     assert cost.ops_per_step > 200  # four physics frames
+    assert fused_instruction_count(spec, load_port(spec, port)) > 0
     machine = Machine("cpu", 2, 1.0, bandwidth_gbs=10.0, peak_gflops=1000.0, load_before=(0, 0, 0))
     sps, bound = ceiling_sps(machine, cost, "random")
     assert bound == "memory" and sps == pytest.approx(10e9 / cost.bytes_per_step)

@@ -153,6 +153,9 @@ class StepCost:
     ops_per_step: float
     transcendentals: int
     mlp_ops: float
+    fused_instructions: int = 0
+    """HLO instructions XLA runs per env step in the compiled bench loop (inside its fused
+    loops). Far above ``ops_per_step`` means XLA recomputes shared work once per output."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -196,3 +199,21 @@ def ceiling_sps(machine: Machine, cost: StepCost, policy: str) -> tuple[float, s
     memory = machine.bandwidth_gbs * 1e9 / cost.bytes_per_step
     compute = machine.peak_gflops * 1e9 / ops
     return (memory, "memory") if memory < compute else (compute, "compute")
+
+
+def fused_instruction_count(spec: EnvSpec, module: Any) -> int:
+    """Instructions inside the fused computations of the compiled bench loop (random policy,
+    fresh resets): the per-element work XLA actually emits for one env step."""
+    import jax
+
+    from envforge.bench.jax_loop import initial_carry, make_rollout
+
+    carry = initial_carry(module, 1024)
+    compiled = jax.jit(make_rollout(module, spec, "random", 16)).lower(carry, {}).compile()
+    text = compiled.as_text() or ""
+    total = 0
+    for block in text.split("\n\n"):
+        header = block.lstrip().split("\n", 1)[0]
+        if header.startswith("%fused") or header.startswith("fused_computation"):
+            total += sum(1 for line in block.splitlines()[1:] if " = " in line)
+    return total

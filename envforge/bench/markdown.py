@@ -105,7 +105,11 @@ def section(report: BenchReport, plot: str | None = None) -> str:
             f"Ceiling inputs: {cost['bytes_per_step']} bytes moved per env step "
             f"(state {cost['state_bytes']} B read and written, obs {cost['obs_bytes']} B), "
             f"{cost['ops_per_step']:.0f} ops per env step counted from the port's jaxpr "
-            f"({cost['transcendentals']} transcendental), MLP policy {cost['mlp_ops']:.0f} ops.",
+            f"({cost['transcendentals']} transcendental), MLP policy {cost['mlp_ops']:.0f} ops. "
+            f"The compiled loop runs {cost.get('fused_instructions', 0)} HLO instructions per env "
+            "step inside its fused loops: where that is several times the jaxpr's op count, XLA "
+            "recomputes shared work once per output array (each state field), and that, not "
+            "memory, is where the time goes.",
             "",
         ]
     if report.skipped:

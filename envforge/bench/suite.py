@@ -50,10 +50,12 @@ def _job_reference(spec: EnvSpec, settings: BenchSettings) -> dict[str, Any]:
 
 
 def _job_jax(spec: EnvSpec, port: str, settings: BenchSettings, label: str) -> dict[str, Any]:
-    from envforge.bench.ceiling import step_cost
+    from envforge.bench.ceiling import fused_instruction_count, step_cost
     from envforge.bench.jax_loop import load_port, measure_jax
 
-    cost = step_cost(spec, load_port(spec, Path(port)), settings.hidden)
+    module = load_port(spec, Path(port))
+    cost = step_cost(spec, module, settings.hidden)
+    cost.fused_instructions = fused_instruction_count(spec, module)
     rows = measure_jax(spec, Path(port), settings, label)
     return {"measurements": [m.to_dict() for m in rows], "cost": cost.to_dict()}
 
