@@ -194,3 +194,49 @@ def test_small_fixed_campaign_kills_and_localizes() -> None:
     assert [o.status for o in report.outcomes] == ["killed", "killed"], report.to_dict()
     assert all(o.level == 1 and o.field_localized for o in report.outcomes)
     assert report.kill_rate() == 1.0
+
+
+def test_judge_classifies_runs() -> None:
+    from envforge.mutate.execute import MutantJob, MutantRun
+    from envforge.mutate.report import MutationReport, judge
+    from envforge.mutate.workspace import Target
+    from envforge.verify.context import VerifyOptions
+
+    spec = spec_for_name("pong")
+    target = Target(spec, "port", Path("."), (), Path("."))
+    dead_line = PY.splitlines().index("    return x * 3") + 1
+    live_line = PY.splitlines().index("    tick = state.tick + 1") + 1
+
+    def run(line: int, levels: list[str], **kw: object) -> MutantRun:
+        m = Mutant(f"arith:{line}:1", "arith", "m.py", line, "`*` -> `/`", PY.replace("*", "/"))
+        report = {
+            "verdict": "equivalent" if all(s == "pass" for s in levels) else "not equivalent",
+            "levels": [{"level": i, "status": s} for i, s in enumerate(levels)],
+        }
+        job = MutantJob(target, m, Path("."), (0, 1), VerifyOptions())
+        return MutantRun(job, report=report, **kw)  # type: ignore[arg-type]
+
+    finding = {"check": "step.mismatch", "fields": ["tick"], "port_lines": []}
+    diff = {"effort": "light", "differing": {"tick": 5}}
+    killed = judge(
+        run(live_line, ["pass", "fail"], first_finding=finding, differential=diff), PY, ["tick"]
+    )
+    assert (killed.status, killed.level, killed.field_localized) == ("killed", 1, True)
+    witness = {"effort": "full", "differing": {"tick": 1}, "witness": {"where": "x"}}
+    survived = judge(run(live_line, ["pass", "pass"], differential=witness), PY, ["tick"])
+    assert survived.status == "survived" and survived.witness == {"where": "x"}
+    dead = judge(run(dead_line, ["pass", "pass"]), PY, ["tick"])
+    assert dead.status == "equivalent" and "never called" in (dead.equivalence or "")
+    clean = {"effort": "full", "resets": 10, "transitions": 10}
+    equal = judge(run(live_line, ["pass", "pass"], differential=clean), PY, ["tick"])
+    assert equal.status == "equivalent" and "differential" in (equal.equivalence or "")
+    no_evidence = judge(run(live_line, ["pass", "pass"]), PY, ["tick"])
+    assert no_evidence.status == "survived"
+    timed_out = MutantRun(run(live_line, []).job, timed_out=True)
+    assert judge(timed_out, PY, ["tick"]).status == "timeout"
+
+    report = MutationReport("pong", "port", ["m.py"], [0, 1], {}, 6, 0)
+    report.outcomes = [killed, survived, dead, equal, no_evidence, judge(timed_out, PY, ["tick"])]
+    assert report.non_equivalent == 4 and report.kill_rate() == 0.25
+    assert report.per_level()[1]["killed_through"] == 1
+    assert report.localization()["field"] == 1.0
