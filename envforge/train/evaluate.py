@@ -153,7 +153,9 @@ def policy_action_fn(policy: Policy, per_seed: int, deterministic: bool, seed: i
 
     def act(obs: np.ndarray) -> np.ndarray:
         nonlocal key
-        key, sub = jax.random.split(key)
+        sub = key
+        if not deterministic:  # greedy actions need no randomness (and no extra dispatch)
+            key, sub = jax.random.split(key)
         grouped = obs.reshape(k, per_seed, *obs.shape[1:])
         actions = policy.actions(grouped, sub, deterministic)
         return actions.reshape(k * per_seed, *actions.shape[2:])

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,8 +144,10 @@ def run_direction(
             action_seed=ctx.options.seed,
         )
 
-    port_eval = evaluate(ctx.port)
-    ref_eval = evaluate(ctx.ref)
+    # the two sides run in their own processes: evaluate them at the same time
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        port_job, ref_job = pool.submit(evaluate, ctx.port), pool.submit(evaluate, ctx.ref)
+        port_eval, ref_eval = port_job.result(), ref_job.result()
     home = ctx.port if trained_on == "port" else ctx.ref
     home_eval = port_eval if trained_on == "port" else ref_eval
     random_seeds = rng.integers(0, 2**31, size=ctx.count(cfg.random_episodes, 2)).astype(np.uint32)
