@@ -99,8 +99,8 @@ def train_host(
     jit_s = time.perf_counter() - start
 
     history = np.full((k, cfg.num_updates), np.nan)
-    train_start = time.perf_counter()
-    compile_learn_s = 0.0
+    train_start, cpu_start = time.perf_counter(), time.process_time()
+    compile_learn_s = compile_learn_cpu = learn_s = 0.0
     for update in range(cfg.num_updates):
         steps: dict[str, list[Any]] = {
             n: [] for n in ("obs", "action", "log_prob", "value", "reward", "done")
@@ -137,11 +137,13 @@ def train_host(
         traj = {n: jnp.stack(v, axis=1) for n, v in steps.items()}
         last_value = value_k(learner, norm, grouped(obs))
         rng, sub = jax.random.split(rng)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         learner, _ = learn_k(learner, traj, last_value, jax.random.split(sub, k))
         jax.block_until_ready(learner)
         if update == 0:  # the first call compiles the update
-            compile_learn_s = time.perf_counter() - t0
+            compile_learn_s, compile_learn_cpu = time.perf_counter() - t0, time.process_time() - c0
+        else:
+            learn_s += time.perf_counter() - t0
         with np.errstate(invalid="ignore", divide="ignore"):
             history[:, update] = np.where(finished_n > 0, finished_sum / finished_n, np.nan)
         if progress is not None:
@@ -150,6 +152,7 @@ def train_host(
             recent = float(np.nanmean(history[:, update])) if finished_n.any() else float("nan")
             progress(done_steps, cfg.steps_per_seed * k, done_steps / max(elapsed, 1e-9), recent)
     train_s = time.perf_counter() - train_start - compile_learn_s
+    cpu_s = time.process_time() - cpu_start - compile_learn_cpu
 
     policy_norm = norm if cfg.normalize_obs else None
     meta = {
@@ -160,4 +163,8 @@ def train_host(
         "trainer": "host",
     }
     policy = Policy(net, learner.params, policy_norm, meta)
-    return TrainResult(policy, history, jit_s + compile_learn_s, train_s, cfg.steps_per_seed * k)
+    # the first update's learning time is compile time; count the rest as learning
+    extra = {"learn_s": learn_s, "learn_s_per_update": learn_s / max(1, cfg.num_updates - 1)}
+    return TrainResult(
+        policy, history, jit_s + compile_learn_s, train_s, cfg.steps_per_seed * k, cpu_s, extra
+    )

@@ -123,9 +123,13 @@ class FusedPPO:
         step = RolloutStep(x, action, log_prob, value, reward, res.done, res.episode_return)
         return Carry(carry.learner, norm, episodes, res.obs, key), step
 
+    def rollout(self, carry: Carry, num_steps: int) -> tuple[Carry, RolloutStep]:
+        """``num_steps`` vectorized env steps with the current policy (time-major output)."""
+        return jax.lax.scan(self._env_step, carry, None, num_steps)
+
     # ---- one update: rollout, GAE, epochs x minibatches -----------------------------------
     def update(self, carry: Carry, _: None) -> tuple[Carry, UpdateMetrics]:
-        carry, traj = jax.lax.scan(self._env_step, carry, None, self.cfg.num_steps)
+        carry, traj = self.rollout(carry, self.cfg.num_steps)
         last_value = self.net.value(carry.learner.params, self._net_input(carry.norm, carry.obs))
         advantages, targets = compute_gae(
             traj.reward, traj.value, traj.done, last_value, self.cfg.gamma, self.cfg.gae_lambda
@@ -173,6 +177,8 @@ class TrainResult:
     train_s: float
     env_steps: int
     """Environment steps over all seeds."""
+    cpu_s: float = float("nan")
+    """Process CPU seconds (all threads) spent in the timed training part."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -217,7 +223,7 @@ def train_fused(
 
     history: list[np.ndarray] = []
     total = cfg.steps_per_seed * seeds
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for call in range(cfg.num_updates // per_call):
         carry, metrics = compiled(carry)
         returns = np.asarray(metrics.episode_return)  # blocks until the chunk is done
@@ -227,9 +233,9 @@ def train_fused(
             elapsed = time.perf_counter() - start
             recent = float(np.nanmean(returns)) if np.isfinite(returns).any() else float("nan")
             progress(done, total, done / max(elapsed, 1e-9), recent)
-    train_s = time.perf_counter() - start
+    train_s, cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
 
     norm = carry.norm if cfg.normalize_obs else None
     meta = {"env": spec.name, "seeds": seeds, "seed": seed, "total_timesteps": cfg.total_timesteps}
     policy = Policy(net, carry.learner.params, norm, meta)
-    return TrainResult(policy, np.concatenate(history, axis=1), jit_s, train_s, total)
+    return TrainResult(policy, np.concatenate(history, axis=1), jit_s, train_s, total, cpu_s)
