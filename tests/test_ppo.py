@@ -129,7 +129,7 @@ def test_train_command_saves_a_policy(tmp_path):
         "--seeds",
         "2",
         "--eval-episodes",
-        "2",
+        "0",
         "--out",
         str(out),
         "--json",
@@ -138,7 +138,7 @@ def test_train_command_saves_a_policy(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout[result.stdout.index("{") :])
     assert summary["env"] == "cartpole" and summary["env_steps"] == 2 * 512
-    assert summary["steps_per_second"] > 0 and "eval_mean_return" in summary
+    assert summary["steps_per_second"] > 0 and summary["jit_s"] > 0
     assert load_policy(out).num_seeds == 2
 
 

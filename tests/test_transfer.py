@@ -8,6 +8,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from conftest import PONG_PORT, apply_patch
 
 from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
 from envforge.spec import load_spec
@@ -136,8 +137,8 @@ def test_l4_passes_for_the_pong_port():
     assert direction["gain_over_random"] > 5.0
 
 
-def test_l4_fails_on_a_reward_bug_only_trained_policies_reach(patched_port):
-    bad = patched_port(LATE_LEAD_PATCH)
+def test_l4_fails_on_a_reward_bug_only_trained_policies_reach(tmp_path):
+    bad = apply_patch(PONG_PORT, tmp_path / "port", LATE_LEAD_PATCH)
     level = _l4("pong", bad.path)
     assert level.status == "fail", level.summary
     checks = {f.check: f for f in level.findings}
