@@ -129,6 +129,7 @@ def test_l4_is_inconclusive_when_the_policy_did_not_learn():
     assert "not clearly better than random" in direction.summary()
 
 
+@pytest.mark.slow  # about a minute and a half on 2 cores (training 4 x 400k steps, long games)
 def test_l4_passes_for_the_pong_port():
     level = _l4("pong", ROOT / "generated" / "pong" / "jax")
     assert level.status == "pass", level.summary
@@ -137,6 +138,7 @@ def test_l4_passes_for_the_pong_port():
     assert direction["gain_over_random"] > 5.0
 
 
+@pytest.mark.slow  # about two minutes on 2 cores; still part of the README's `pytest -q`
 def test_l4_fails_on_a_reward_bug_only_trained_policies_reach(tmp_path):
     bad = apply_patch(PONG_PORT, tmp_path / "port", LATE_LEAD_PATCH)
     level = _l4("pong", bad.path)
