@@ -174,7 +174,6 @@ def test_differential_finds_a_changed_constant_and_not_an_unchanged_copy(tmp_pat
     assert "paddle_yr" in changed.differing and changed.witness is not None
 
 
-@pytest.mark.slow
 def test_small_fixed_campaign_kills_and_localizes() -> None:
     """CI's fixed sample: two pong port mutants through L0-L1 at reduced scale."""
     from envforge.mutate.campaign import run_campaign

@@ -138,7 +138,7 @@ def test_l4_passes_for_the_pong_port():
     assert direction["gain_over_random"] > 5.0
 
 
-@pytest.mark.slow  # about two minutes on 2 cores; still part of the README's `pytest -q`
+@pytest.mark.slow  # about two minutes on 2 cores; run with `pytest -q -m slow`
 def test_l4_fails_on_a_reward_bug_only_trained_policies_reach(tmp_path):
     bad = apply_patch(PONG_PORT, tmp_path / "port", LATE_LEAD_PATCH)
     level = _l4("pong", bad.path)
