@@ -5,8 +5,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 from envforge.locate import default_port, spec_for_name
 from envforge.mutate.ast_ops import python_edits
 from envforge.mutate.generate import generate, sample, sibling_fields
