@@ -6,7 +6,8 @@ through state space (one float field varied between two values, everything else 
 reference's step jumps where a branch flips. Bisecting on whichever half shows the larger
 change in the step's outputs narrows the line to two adjacent floats around a jump, one on
 each side of the threshold; the threshold value itself is one of them whenever it is
-representable. Both drivers are then compared at those states like any other L1 state.
+representable. Lines through states the reference actually reaches find the thresholds of
+events that drawn states rarely set up (a ball level with a paddle that tracks it). Both drivers are then compared at those states like any other L1 state.
 
 Used by L1 in exact mode (in tolerance mode the comparison excuses threshold flag flips by
 design) and by ``envforge mutate``'s differential test.
@@ -89,11 +90,17 @@ class Lines:
         return state
 
 
-def draw_lines(spec: EnvSpec, rng: np.random.Generator, n: int) -> Lines | None:
+def draw_lines(
+    spec: EnvSpec, rng: np.random.Generator, n: int, bases: State | None = None
+) -> Lines | None:
     floats = [f for f in spec.state if f.np_dtype.kind == "f"]
     if not floats:
         return None
     base = sample_states(spec, rng, n)
+    if bases:  # lines through given states (e.g. reached by the reference) for the first rows
+        k = min(n, len(next(iter(bases.values()))))
+        for name in base:
+            base[name][:k] = bases[name][:k]
     other = sample_states(spec, rng, n)
     chosen = rng.integers(0, len(floats), n)
     names = [floats[c].name for c in chosen]
@@ -112,10 +119,11 @@ def draw_lines(spec: EnvSpec, rng: np.random.Generator, n: int) -> Lines | None:
 
 
 def boundary_states(
-    spec: EnvSpec, driver: Driver, rng: np.random.Generator, n: int
+    spec: EnvSpec, driver: Driver, rng: np.random.Generator, n: int, bases: State | None = None
 ) -> tuple[State, np.ndarray]:
-    """``2n`` states (pairs of adjacent floats around jumps of ``driver``'s step) and actions."""
-    lines = draw_lines(spec, rng, n)
+    """``2n`` states (pairs of adjacent floats around jumps of ``driver``'s step) and actions.
+    ``bases``: states the first lines pass through (the rest pass through drawn states)."""
+    lines = draw_lines(spec, rng, n, bases)
     if lines is None:
         return {}, np.zeros(0)
     lo, hi = lines.lo.copy(), lines.hi.copy()

@@ -198,8 +198,10 @@ def check_steps_boundaries(ctx: VerifyContext, counter: _Counter) -> Finding | N
         return None  # tolerance mode excuses threshold flag flips by design
     from envforge.verify.boundaries import boundary_states
 
-    lines = max(1024, ctx.count(4096))
-    states, actions = boundary_states(ctx.spec, ctx.ref, ctx.rng(14), lines)
+    lines = max(8192, ctx.count(16384))  # bisection is cheap: ~30 batched reference steps
+    rng = ctx.rng(14)
+    bases = reachable_states(ctx, rng, lines // 2)  # half the lines through reached states
+    states, actions = boundary_states(ctx.spec, ctx.ref, rng, lines, bases)
     for start in range(0, len(actions), 1024):
         rows = slice(start, start + 1024)
         failure = _step_both(ctx, take_state(states, rows), actions[rows], counter)
