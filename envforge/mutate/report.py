@@ -17,6 +17,7 @@ from envforge.mutate.triage import (
     field_localized,
     line_localized,
     static_equivalence,
+    tolerance_equivalence,
 )
 
 KILL_TARGET = 0.95
@@ -60,8 +61,11 @@ def judge(run: MutantRun, original: str, state_fields: list[str]) -> Outcome:
         return out
     failed = [lv for lv in run.report["levels"] if lv["status"] != "pass"]
     if run.report["verdict"] == "equivalent" or not failed:
-        reason = static_equivalence(m, original) or differential_equivalence(
-            diff, full=diff is not None and diff.effort == "full"
+        full = diff is not None and diff.effort == "full"
+        reason = (
+            static_equivalence(m, original)
+            or differential_equivalence(diff, full)
+            or tolerance_equivalence(diff, full)
         )
         out.status = "equivalent" if reason else "survived"
         out.equivalence = reason

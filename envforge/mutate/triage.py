@@ -139,6 +139,20 @@ def differential_equivalence(result: DifferentialResult | None, full: bool) -> s
     )
 
 
+def tolerance_equivalence(result: DifferentialResult | None, full: bool) -> str | None:
+    """Every difference found is a threshold flag flip the spec's comparison excuses."""
+    if result is None or not full or result.error or result.inconclusive:
+        return None
+    if not result.rows_differing or result.rows_flag_only != result.rows_differing:
+        return None
+    return (
+        f"equivalent within the spec's tolerance: all {result.rows_differing} differing "
+        f"transitions (of {result.transitions}) differ only in `terminated` on a float "
+        "threshold, where the mutant's flag is what the spec's termination predicate says of "
+        "its own next state; the comparison excuses such flips by design"
+    )
+
+
 def affected_keys(result: DifferentialResult | None, state_fields: list[str]) -> set[str]:
     """The keys a localized finding should name: changed state fields, else changed outputs."""
     if result is None:
