@@ -241,8 +241,9 @@ class Differential:
     def all_seeds(self, result: DifferentialResult) -> None:
         from envforge.mutate.seeds import first_differing_seed
 
-        original = getattr(self.original, "module", None)
-        mutant = getattr(self.mutant, "module", None)
+        # the JAX modules, also behind a CheckedDriver
+        original = getattr(getattr(self.original, "inner", self.original), "module", None)
+        mutant = getattr(getattr(self.mutant, "inner", self.mutant), "module", None)
         if self.spec.rng.mode != "replicate" or original is None or mutant is None:
             return
         seed, checked = first_differing_seed(original, mutant)

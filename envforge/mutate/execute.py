@@ -62,6 +62,7 @@ def _worker(job: MutantJob, conn: Connection) -> None:
     from envforge.mutate.differential import FULL, LIGHT, Differential
     from envforge.mutate.triage import reaches_reset
     from envforge.mutate.workspace import materialize, recipes
+    from envforge.verify.checked import CheckedDriver
     from envforge.verify.runner import verify
 
     try:
@@ -80,7 +81,12 @@ def _worker(job: MutantJob, conn: Connection) -> None:
         conn.send(("phase", "differential"))
         original, mutated = recipes(job.target, spec, port, job.options.strict_float)
         os.environ.update(original.env)  # strict XLA flags, before jax is imported here
-        diff = Differential(build_driver(original), build_driver(mutated), job.options.seed)
+        # checked drivers cast to the spec's dtypes, as the verifier's levels see them
+        diff = Differential(
+            CheckedDriver(build_driver(original)),
+            CheckedDriver(build_driver(mutated)),
+            job.options.seed,
+        )
         effort, label = (FULL, "full") if report.passed else (LIGHT, "light")
         if report.passed and reaches_reset(job.mutant, job.original):
             effort = dataclasses.replace(effort, all_seeds=True)
