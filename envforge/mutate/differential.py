@@ -46,7 +46,9 @@ class Effort:
     """Compare resets over every uint32 seed (JAX ports in replicate mode only)."""
 
 
-LIGHT = Effort(reset_seeds=2048, sampled_states=2048, rollout_envs=64, rollout_steps=64)
+LIGHT = Effort(
+    reset_seeds=2048, sampled_states=2048, rollout_envs=64, rollout_steps=64, boundary_lines=2048
+)
 FULL = Effort(
     reset_seeds=8192,
     sampled_states=65536,
