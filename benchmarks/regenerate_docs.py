@@ -79,12 +79,18 @@ def main() -> int:
         "",
         "How it is measured: each implementation runs in its own process, one at a time. JAX "
         "ports run as one jitted `lax.scan` over steps of the vmapped step with actions drawn "
-        "inside the scan and `where(done, reset, next)` auto-reset; compile time is reported "
-        "separately. The C reference runs in a generated C harness (a plain loop over the batch, "
-        "built with the C backend's flags) that times itself. Python references are stepped "
-        "through a list of real env objects. `mlp` puts a 64-unit tanh MLP (argmax) in the loop "
-        "on every side. Ratios compare each implementation's best batch with the reference's "
-        "best. The ceiling is min(bandwidth / bytes per step, matmul FLOP/s / ops per step).",
+        "inside the scan; an ended episode is replaced by a fresh reset computed for every env "
+        "on every step (`where(done, reset(key), next)`, gymnax's auto-reset: the `jax port` "
+        "rows) or by the env's own first state (Brax's AutoResetWrapper, which skips the reset's "
+        "work: the `first-state resets` rows). Compile time is reported separately. The C "
+        "reference runs in a generated C harness (a plain single-threaded loop over the batch, "
+        "built with the C backend's fast flags) that times itself. Python references are "
+        "stepped through a list of real env objects with auto-reset. `mlp` puts a 64-unit tanh "
+        "MLP (argmax) in the loop on every side. Ratios compare each implementation's best "
+        "batch with the reference's best; `per CPU-second` divides by process CPU time (all "
+        "threads), so it measures per-core efficiency and is little disturbed by other load. "
+        "The ceiling is min(bandwidth / bytes per step, matmul FLOP/s / ops per step). No GPU "
+        "was available to this run, so there are no GPU numbers.",
         "",
     ]
     (DOCS / "BENCHMARKS.md").write_text("\n".join(header + sections))
