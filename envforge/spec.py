@@ -8,6 +8,7 @@ raises :class:`SpecError` naming the file, the key and what was expected.
 from __future__ import annotations
 
 import tomllib
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -182,22 +183,33 @@ class EnvSpec(_Model):
 
     def expression(self, source: str) -> Expression:
         """An expression over a transition: before/after state, action, reward, flags, obs."""
-        names = set(self.field_names)
-        return Expression(
-            source,
-            {
-                "before": names,
-                "after": names,
-                "action": None,
-                "reward": None,
-                "terminated": None,
-                "truncated": None,
-                "obs": None,
-            },
-        )
+        return _transition_expression(source, tuple(self.field_names))
 
     def policy_expression(self, source: str) -> Expression:
-        return Expression(source, {"obs": None, "t": None})
+        return _policy_expression(source)
+
+
+# Levels evaluate events, termination and policies every step: parse and validate each once.
+@lru_cache(maxsize=256)
+def _transition_expression(source: str, fields: tuple[str, ...]) -> Expression:
+    names = set(fields)
+    return Expression(
+        source,
+        {
+            "before": names,
+            "after": names,
+            "action": None,
+            "reward": None,
+            "terminated": None,
+            "truncated": None,
+            "obs": None,
+        },
+    )
+
+
+@lru_cache(maxsize=256)
+def _policy_expression(source: str) -> Expression:
+    return Expression(source, {"obs": None, "t": None})
 
 
 def reference_kind(reference: str) -> str:

@@ -83,10 +83,6 @@ def concat_states(states: list[State]) -> State:
     return {k: np.concatenate([s[k] for s in states]) for k in states[0]}
 
 
-def repeat_state(state: State, n: int) -> State:
-    return {k: np.repeat(v, n, axis=0) for k, v in state.items()}
-
-
 def batch_size(state: State) -> int:
     return len(next(iter(state.values())))
 

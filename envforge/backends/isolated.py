@@ -24,7 +24,6 @@ from envforge.backends.recipe import Recipe, build_driver
 from envforge.errors import (
     ContractViolation,
     DriverCrashed,
-    DriverFailure,
     DriverRaised,
     DriverTimeout,
 )
@@ -179,7 +178,3 @@ class IsolatedDriver(Driver):
         self._kill()
         self._conn.close()
         Path(self._log_path).unlink(missing_ok=True)
-
-
-def is_failure(exc: BaseException) -> bool:
-    return isinstance(exc, DriverFailure)
