@@ -148,3 +148,7 @@ def test_port_that_raises_is_an_error_verdict(tmp_path: Path) -> None:
     assert finding["check"] == "exception"
     assert finding["extra"] == {"side": "port", "call": "step"}
     assert "NotImplementedError: frameskip" in finding["message"]
+
+
+def test_bad_seed_sweep() -> None:
+    assert_bad_input(envforge("verify", "pong", "--seed-sweep", "2^40"), "--seed-sweep", "2^32")

@@ -209,6 +209,11 @@ JOBS: dict[str, Job] = {
     "seed_wraps_at_2_24": Job(
         BY_NAME["seed_wraps_at_2_24"].edits, (1, 2), VerifyOptions(scale=0.2, all_levels=True)
     ),
+    "serve_direction_le_half": Job(
+        (("direction = jnp.where(u < HALF", "direction = jnp.where(u <= HALF"),),
+        (1,),
+        VerifyOptions(scale=0.2, seed_sweep=1 << 25),
+    ),
     "serve_out_of_spec_range": Job(
         (("SERVE_MAX_VY = f32(4.0)", "SERVE_MAX_VY = f32(12.0)"),), (0,)
     ),
@@ -410,6 +415,20 @@ def test_l2_catches_seed_wrap_that_l1_misses(verified: Verified) -> None:
     assert finding.check == bug.check(2)
     assert bug.field in finding.fields
     assert finding.detail == "shrunk program:\nreset(seed=16777216)"
+    assert_localized(finding, verified.port)
+
+
+@pytest.mark.verifies("serve_direction_le_half")
+def test_l1_reset_sweep_catches_a_port_wrong_on_few_seeds(verified: Verified) -> None:
+    """`u < 0.5` as `u <= 0.5` changes the serve of the ~256 seeds (of 2^32) whose first draw is
+    exactly 0.5; the first is 20203367. Sampled seeds never meet one; the block-digest sweep
+    over every seed below 2^25 does, and names the seed, the field and the patched line."""
+    finding = only_finding(verified.report, 1)
+    assert finding.check == "reset.mismatch"
+    assert finding.seed == 20203367
+    assert finding.fields == ["ball_vx"]
+    assert finding.expected == {"ball_vx": 8.0} and finding.actual == {"ball_vx": -8.0}
+    assert "reset sweep over seeds 0..33554431" in finding.message
     assert_localized(finding, verified.port)
 
 

@@ -61,6 +61,17 @@ class Driver(ABC):
     def observe(self, state: State) -> np.ndarray:
         """Observations ``[B, *obs_shape]`` of the given states."""
 
+    def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
+        """Digests (``backends.digest``) of ``reset(seeds)``, one per ``block`` seeds.
+
+        Computed where the driver runs, so an isolated or sandboxed driver sends back a few
+        bytes per block instead of every state; the verifier's seed sweep compares these."""
+        from envforge.backends.digest import state_digests
+
+        return state_digests(
+            self.spec, canonicalize(self.spec, self.reset(seeds), self.side, "reset"), block
+        )
+
     def source_files(self) -> list[Path]:
         """Files that implement this side, used to localize findings."""
         return []

@@ -162,6 +162,10 @@ class IsolatedDriver(Driver):
         result: np.ndarray = self._call("observe", state)
         return result
 
+    def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
+        result: np.ndarray = self._call("reset_digest", seeds, block)
+        return result
+
     def source_files(self) -> list[Path]:
         return self._sources
 

@@ -14,7 +14,7 @@ from envforge.locate import spec_for_name
 from envforge.mutate.campaign import run_campaign
 from envforge.mutate.workspace import resolve_target
 from envforge.verify.context import VerifyOptions
-from envforge.verify.runner import parse_levels
+from envforge.verify.runner import parse_levels, parse_seed_sweep
 
 
 def mutate_command(
@@ -33,6 +33,9 @@ def mutate_command(
     levels: str = typer.Option("0-3", "--levels", help="Verifier levels, e.g. 0-3."),
     seed: int = typer.Option(0, "--seed", help="Seed of the sample and of the verifier."),
     scale: float = typer.Option(1.0, "--scale", help="Verifier effort per mutant (0.2 = quick)."),
+    seed_sweep: str = typer.Option(
+        None, "--seed-sweep", help="Verifier L1 reset sweep size (N, 2^k or full); see verify."
+    ),
     jobs: int = typer.Option(
         0, "--jobs", min=0, help="Mutants verified at once (0 = one per CPU core)."
     ),
@@ -51,7 +54,11 @@ def mutate_command(
     level_list = parse_levels(levels)
     if scale <= 0:
         raise BadInput(f"--scale: expected a positive number, got {scale}")
-    options = VerifyOptions(seed=seed, scale=scale)
+    options = VerifyOptions(
+        seed=seed,
+        scale=scale,
+        seed_sweep=parse_seed_sweep(seed_sweep) if seed_sweep is not None else None,
+    )
     console = Console(stderr=as_json, width=None if sys.stdout.isatty() else 160)
     parallel = jobs or os.cpu_count() or 1
     with console.status(f"mutating {spec.name}") as status:

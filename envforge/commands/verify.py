@@ -11,7 +11,7 @@ from rich.console import Console
 from envforge.locate import default_port, spec_for_name, spec_for_reference
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
 from envforge.verify.context import VerifyOptions
-from envforge.verify.runner import parse_levels, verify
+from envforge.verify.runner import parse_levels, parse_seed_sweep, verify
 
 
 def verify_command(
@@ -43,6 +43,12 @@ def verify_command(
         False, "--both-directions", help="L4: also train on the reference."
     ),
     sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
+    seed_sweep: str = typer.Option(
+        None,
+        "--seed-sweep",
+        help="L1, replicate mode: reset every seed in [0, N) (N, 2^k, or full = 2^32; "
+        "default from the spec, 2^25).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Verify a port against its reference, level by level. Exit 0 equivalent, 1 not, 2 bad input."""
@@ -65,6 +71,7 @@ def verify_command(
         strict_float=strict,
         both_directions=both_directions,
         sandbox=sandbox_choice.kind,
+        seed_sweep=parse_seed_sweep(seed_sweep) if seed_sweep is not None else None,
     )
     console = Console(stderr=as_json)
     console.print(f"[dim]{sandbox_choice.line()}[/dim]")

@@ -36,6 +36,17 @@ class CheckedDriver(Driver):
             )
         return obs.astype(self.spec.observation.dtype, copy=False)
 
+    def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
+        digests = np.asarray(self.inner.reset_digest(seeds, block))
+        expected = (-(-len(seeds) // block),)
+        if digests.shape != expected or digests.dtype != np.uint64:
+            raise ContractViolation(
+                self.side,
+                "reset_digest",
+                f"digest array {digests.dtype}{list(digests.shape)}, expected uint64{list(expected)}",
+            )
+        return digests
+
     def source_files(self) -> list[Path]:
         return self.inner.source_files()
 

@@ -25,6 +25,8 @@ class VerifyOptions:
     timeout_s: float | None = None
     strict_float: bool | None = None
     both_directions: bool = False
+    seed_sweep: int | None = None
+    """Seeds swept at L1 reset in replicate mode (every seed in [0, N)); None: the spec's."""
     sandbox: str | None = None
     """Where the port's driver runs: "process", "docker", or None/"none" (a plain child process)."""
 

@@ -1,6 +1,7 @@
 """Level 1 — properties: is each transition right from any valid state, and each reset right?
 
-* Resets: in ``replicate`` mode the port must produce the reference's state for every seed; in
+* Resets: in ``replicate`` mode the port must produce the reference's state for every seed:
+  sampled seeds, then a sweep over every seed in ``[0, N)`` compared by block digests; in
   ``sync`` mode each field's reset distribution is compared with a two-sample KS test.
 * Steps: hypothesis draws batches of canonical states (spec ranges, boundaries included) and
   actions; both sides take one step from the same state; every field, the observation, reward
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -210,6 +212,31 @@ def check_steps_boundaries(ctx: VerifyContext, counter: _Counter) -> Finding | N
     return None
 
 
+def _reset_mismatch(
+    ctx: VerifyContext, seeds: np.ndarray, ref: State, port: State, how: str = ""
+) -> Finding | None:
+    """The first seed whose reset states differ beyond the spec's comparison, as a finding."""
+    diff = compare_states(ctx.spec, ref, port)
+    i = diff.first()
+    if i is None:
+        return None
+    keys = diff.keys_at(i)
+    ref_lines, port_lines = ctx.localize(keys)
+    return Finding(
+        level=1,
+        check="reset.mismatch",
+        message=f"reset(seed={int(seeds[i])}) differs in {', '.join(keys)}{how}",
+        fields=keys,
+        seed=int(seeds[i]),
+        step=0,
+        expected=to_jsonable({k: ref[k][i] for k in keys}),
+        actual=to_jsonable({k: port[k][i] for k in keys}),
+        error={k: float(diff.abs_err[k][i]) for k in keys},
+        reference_lines=ref_lines,
+        port_lines=port_lines,
+    )
+
+
 def check_reset(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any]]:
     spec = ctx.spec
     n = ctx.count(spec.verify.reset_samples, 200)
@@ -217,28 +244,82 @@ def check_reset(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any]]:
     ref = ctx.ref.reset(seeds)
     port = ctx.port.reset(seeds)
     if spec.rng.mode == "replicate":
-        diff = compare_states(spec, ref, port)
-        i = diff.first()
-        if i is None:
-            return None, {"reset_seeds": n, "reset_test": "exact"}
-        keys = diff.keys_at(i)
-        ref_lines, port_lines = ctx.localize(keys)
-        return Finding(
-            level=1,
-            check="reset.mismatch",
-            message=f"reset(seed={int(seeds[i])}) differs in {', '.join(keys)}",
-            fields=keys,
-            seed=int(seeds[i]),
-            step=0,
-            expected=to_jsonable({k: ref[k][i] for k in keys}),
-            actual=to_jsonable({k: port[k][i] for k in keys}),
-            error={k: float(diff.abs_err[k][i]) for k in keys},
-            reference_lines=ref_lines,
-            port_lines=port_lines,
-        ), {"reset_seeds": n}
+        finding = _reset_mismatch(ctx, seeds, ref, port)
+        return finding, {"reset_seeds": n, "reset_test": "exact"}
     return _distribution_finding(
         ctx, ref, port, "reset.distribution", "reset distribution of {f} differs"
     ), {"reset_seeds": n, "reset_test": "ks_2samp"}
+
+
+SWEEP_CHUNK = 1 << 20
+"""Seeds per reset_digest call in the seed sweep."""
+SWEEP_BLOCK = 4096
+"""Seeds per digest: where two digests differ, this many states are fetched and compared."""
+
+
+def sweep_size(ctx: VerifyContext) -> int:
+    """Seeds in the sweep: ``--seed-sweep`` if given, else the spec's count times ``--scale``."""
+    if ctx.options.seed_sweep is not None:
+        return min(ctx.options.seed_sweep, 1 << 32)
+    return min(ctx.count(ctx.spec.verify.seed_sweep, 0), 1 << 32)
+
+
+def check_reset_sweep(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any]]:
+    """Every seed in ``[0, N)`` must reset to the reference's state (``replicate`` mode).
+
+    Sampled seeds miss a port that differs on a handful of seeds (a zero guard in a seed hash,
+    ``<`` against ``<=`` on one drawn value). Each side hashes its reset states in blocks where
+    it runs (``Driver.reset_digest``), both sides in parallel; only blocks whose digests differ
+    are fetched and compared with the spec's comparison. Small seeds come first: they are the
+    ones users pass.
+
+    Without ``--seed-sweep``, N is the spec's ``seed_sweep`` times ``--scale``, lowered to a
+    power of two when the first block shows it would take longer than ``seed_sweep_seconds``
+    (a Python reference resets thousands of times slower than C); the stats say so."""
+    total = sweep_size(ctx)
+    if ctx.spec.rng.mode != "replicate" or total <= 0:
+        return None, {}
+    stats: dict[str, Any] = {}
+    start_time = time.perf_counter()
+    fetched = 0
+    start = 0
+    with ThreadPoolExecutor(2) as pool:
+        while start < total:
+            size = SWEEP_BLOCK if start == 0 else SWEEP_CHUNK
+            chunk_start = time.perf_counter()
+            seeds = np.arange(start, min(total, start + size), dtype=np.uint64).astype(np.uint32)
+            ref_f = pool.submit(ctx.ref.reset_digest, seeds, SWEEP_BLOCK)
+            port_f = pool.submit(ctx.port.reset_digest, seeds, SWEEP_BLOCK)
+            ref_d, port_d = ref_f.result(), port_f.result()
+            for b in np.flatnonzero(ref_d != port_d):
+                block = seeds[b * SWEEP_BLOCK : (b + 1) * SWEEP_BLOCK]
+                fetched += 1
+                how = f" (found by the reset sweep over seeds 0..{total - 1})"
+                finding = _reset_mismatch(
+                    ctx, block, ctx.ref.reset(block), ctx.port.reset(block), how
+                )
+                if finding is not None:
+                    stats.update(reset_sweep_seeds=int(block[0]) + len(block))
+                    return finding, stats
+            start += len(seeds)
+            if ctx.options.seed_sweep is None and start < total:
+                # keep within the time budget, judged on the latest chunk's rate
+                elapsed = time.perf_counter() - start_time
+                rate = (time.perf_counter() - chunk_start) / len(seeds)
+                budget = ctx.spec.verify.seed_sweep_seconds
+                # the first, one-block call mostly measures call overhead (and a JIT):
+                # after it, only cut when even the next full chunk would not fit
+                ahead = total - start if start > SWEEP_BLOCK else min(total - start, SWEEP_CHUNK)
+                if elapsed + rate * ahead > budget:
+                    fits = start + max(0, int((budget - elapsed) / rate))
+                    stats.setdefault("reset_sweep_reduced_from", total)
+                    total = max(start, 1 << (fits.bit_length() - 1))
+    stats.update(
+        reset_sweep_seeds=total,
+        reset_sweep_blocks_fetched=fetched,
+        reset_sweep_seconds=round(time.perf_counter() - start_time, 2),
+    )
+    return None, stats
 
 
 def _distribution_finding(
@@ -299,6 +380,9 @@ def _distribution_finding(
 def run(ctx: VerifyContext) -> LevelResult:
     counter = _Counter()
     reset_finding, stats_out = check_reset(ctx)
+    if reset_finding is None:
+        reset_finding, sweep_stats = check_reset_sweep(ctx)
+        stats_out.update(sweep_stats)
     if reset_finding is not None:
         return LevelResult(1, "fail", reset_finding.message, [reset_finding], stats_out)
     finding = (

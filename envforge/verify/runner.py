@@ -46,6 +46,23 @@ def parse_levels(text: str) -> list[int]:
     return sorted(levels)
 
 
+def parse_seed_sweep(text: str) -> int:
+    """``--seed-sweep``: a count, ``2^k`` (or ``2**k``), or ``full`` (all 2^32 seeds)."""
+    value = text.strip().lower().replace("**", "^").replace("_", "")
+    try:
+        if value == "full":
+            n = 1 << 32
+        elif value.startswith("2^"):
+            n = 1 << int(value[2:])
+        else:
+            n = int(value)
+    except ValueError:
+        raise BadInput(f"--seed-sweep {text!r}: expected a count, 2^k, or full") from None
+    if not 0 <= n <= 1 << 32:
+        raise BadInput(f"--seed-sweep {text!r}: seeds are uint32, so 0 <= N <= 2^32")
+    return n
+
+
 def failure_finding(level: int, exc: DriverFailure) -> Finding:
     return Finding(
         level=level,

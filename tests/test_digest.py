@@ -1,0 +1,79 @@
+"""Block digests of reset states (the L1 seed sweep's currency), in-process and across the
+isolated-driver boundary."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import PONG_SPEC
+
+from envforge.backends.digest import state_digests
+from envforge.backends.recipe import open_driver, reference_recipe
+from envforge.errors import BadInput
+from envforge.spec import load_spec
+from envforge.verify.runner import parse_seed_sweep
+
+SPEC = load_spec(PONG_SPEC)
+
+
+def random_states(n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        f.name: rng.integers(0, 2**31, n).astype(f.np_dtype)
+        if f.np_dtype.kind in "iu"
+        else rng.normal(size=n).astype(f.np_dtype)
+        for f in SPEC.state
+    }
+
+
+def test_one_changed_value_changes_only_its_block() -> None:
+    states = random_states(10_000)
+    base = state_digests(SPEC, states, 1000)
+    assert base.dtype == np.uint64 and base.shape == (10,)
+    for name in ("paddle_yl", "score_r", "rng"):
+        changed = {k: v.copy() for k, v in states.items()}
+        flat = changed[name].view(np.uint32)
+        flat[4321] ^= np.uint32(1)  # one bit of one field of one row
+        after = state_digests(SPEC, changed, 1000)
+        assert np.flatnonzero(after != base).tolist() == [4]
+
+
+def test_swapped_rows_and_cancelling_changes_are_seen() -> None:
+    states = random_states(64)
+    swapped = {k: v[[1, 0, *range(2, 64)]] for k, v in states.items()}
+    assert (state_digests(SPEC, swapped, 64) != state_digests(SPEC, states, 64)).all()
+    moved = {k: v.copy() for k, v in states.items()}
+    moved["tick"][3] += 1
+    moved["tick"][5] -= 1  # a plain sum would not notice
+    assert (state_digests(SPEC, moved, 64) != state_digests(SPEC, states, 64)).all()
+
+
+def test_short_last_block_and_empty_batch() -> None:
+    states = random_states(10)
+    assert state_digests(SPEC, states, 4).shape == (3,)
+    empty = {k: v[:0] for k, v in states.items()}
+    assert state_digests(SPEC, empty, 4).shape == (0,)
+
+
+def test_isolated_driver_digests_what_its_reset_returns() -> None:
+    driver = open_driver(reference_recipe(SPEC, True), True, 60.0)
+    try:
+        seeds = np.arange(5000, dtype=np.uint32)
+        remote = driver.reset_digest(seeds, 1024)
+        local = state_digests(SPEC, driver.reset(seeds), 1024)
+        assert remote.shape == (5,) and (remote == local).all()
+    finally:
+        driver.close()
+
+
+@pytest.mark.parametrize(
+    "text,n", [("full", 1 << 32), ("2^25", 1 << 25), ("2**20", 1 << 20), ("1_000", 1000), ("0", 0)]
+)
+def test_parse_seed_sweep(text: str, n: int) -> None:
+    assert parse_seed_sweep(text) == n
+
+
+@pytest.mark.parametrize("text", ["lots", "2^33", "-1"])
+def test_parse_seed_sweep_rejects(text: str) -> None:
+    with pytest.raises(BadInput, match="--seed-sweep"):
+        parse_seed_sweep(text)
