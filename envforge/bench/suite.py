@@ -60,6 +60,13 @@ def _job_jax(spec: EnvSpec, port: str, settings: BenchSettings, label: str) -> d
     return {"measurements": [m.to_dict() for m in rows], "cost": cost.to_dict()}
 
 
+def _job_rust(spec: EnvSpec, port: str, settings: BenchSettings, label: str) -> dict[str, Any]:
+    from envforge.bench.rust_loop import measure_rust
+
+    rows = measure_rust(spec, Path(port), settings, label)
+    return {"measurements": [m.to_dict() for m in rows]}
+
+
 def _child(target: Callable[..., dict], args: tuple, env: dict[str, str], conn: Any) -> None:
     os.environ.update(env)  # before anything imports jax
     try:
@@ -135,10 +142,14 @@ def run_bench(
     for target, path in ports:
         label = f"{target} port" + (" (strict)" if settings.strict_float else "")
         kind = port_kind(path)
-        if kind != "jax":
-            report.skipped.append(f"{label} {path}: no in-process benchmark for {kind} ports yet")
+        if kind not in ("jax", "rust"):
+            report.skipped.append(f"{label} {path}: no benchmark for {kind} ports")
             continue
         say(f"{label} {path}")
+        if kind == "rust":
+            result = run_job(_job_rust, (spec, str(path), settings, label))
+            report.measurements.extend(Measurement.from_dict(m) for m in result["measurements"])
+            continue
         result = run_job(_job_jax, (spec, str(path), settings, label), jax_env(settings))
         report.measurements.extend(Measurement.from_dict(m) for m in result["measurements"])
         report.cost = report.cost or result["cost"]
