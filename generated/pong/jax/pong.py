@@ -116,6 +116,31 @@ def bounce_vy(vy: jax.Array, ball_y: jax.Array, paddle_y: jax.Array) -> jax.Arra
     return jnp.clip((vy + offset * DEFLECT) * SPEEDUP, -MAX_VY, MAX_VY)
 
 
+def _once(*flags: jax.Array) -> tuple[jax.Array, ...]:
+    """The same boolean flags, computed once per frame for the whole batch.
+
+    XLA:CPU copies cheap element-wise work into every consumer rather than storing it. The
+    frame's decisions feed all ten state fields, so each field would redo the frame's collision
+    logic (and, over the four frames of a step, that of every earlier frame). A remainder is
+    never copied that way: the flags are packed into bits, taken modulo 255 (an identity on
+    codes below 64) and unpacked, so XLA computes them in one pass and stores them."""
+    code = jnp.uint32(0)
+    for i, flag in enumerate(flags):
+        code = code | jnp.where(flag, jnp.uint32(1 << i), jnp.uint32(0))
+    code = code % jnp.uint32(255)
+    return tuple((code & jnp.uint32(1 << i)) != 0 for i in range(len(flags)))
+
+
+def reflect(ball_y: jax.Array, below: jax.Array, above: jax.Array) -> jax.Array:
+    """Walls: reflect the overshoot."""
+    return jnp.where(below, -ball_y, jnp.where(above, f32(2.0) * (HEIGHT - BALL) - ball_y, ball_y))
+
+
+def place_returned(ball_x: jax.Array, hit_r: jax.Array, hit_l: jax.Array) -> jax.Array:
+    """A returned ball is put back in front of the paddle that hit it."""
+    return jnp.where(hit_r, RIGHT_X - BALL, jnp.where(hit_l, LEFT_X + PADDLE_W, ball_x))
+
+
 def frame(state: EnvState, action: jax.Array) -> tuple[EnvState, jax.Array, jax.Array]:
     """One physics frame: (next state, frame reward, point scored)."""
     move = jnp.where(action == 1, -PADDLE_SPEED, jnp.where(action == 2, PADDLE_SPEED, f32(0.0)))
@@ -127,15 +152,12 @@ def frame(state: EnvState, action: jax.Array) -> tuple[EnvState, jax.Array, jax.
 
     ball_x = state.ball_x + state.ball_vx
     ball_y = state.ball_y + state.ball_vy
-    ball_vy = state.ball_vy
+    moved_x, moved_y = ball_x, ball_y
 
     # walls: reflect the overshoot
     below = ball_y < f32(0.0)
     above = ~below & (ball_y > HEIGHT - BALL)
-    ball_y = jnp.where(
-        below, -ball_y, jnp.where(above, f32(2.0) * (HEIGHT - BALL) - ball_y, ball_y)
-    )
-    ball_vy = jnp.where(below | above, -ball_vy, ball_vy)
+    ball_y = reflect(ball_y, below, above)
 
     # paddles: only a ball moving towards a paddle and overlapping it bounces
     overlaps_r = (
@@ -152,7 +174,19 @@ def frame(state: EnvState, action: jax.Array) -> tuple[EnvState, jax.Array, jax.
     )
     hit_r = (state.ball_vx > f32(0.0)) & overlaps_r
     hit_l = ~hit_r & (state.ball_vx < f32(0.0)) & overlaps_l
-    ball_x = jnp.where(hit_r, RIGHT_X - BALL, jnp.where(hit_l, LEFT_X + PADDLE_W, ball_x))
+    ball_x = place_returned(ball_x, hit_r, hit_l)
+
+    # points: the ball left the field
+    scored_r = ball_x + BALL < f32(0.0)
+    scored_l = ~scored_r & (ball_x > WIDTH)
+
+    # the state is updated from the decisions settled once (the same values, see _once)
+    below, above, hit_r, hit_l, scored_r, scored_l = _once(
+        below, above, hit_r, hit_l, scored_r, scored_l
+    )
+    ball_y = reflect(moved_y, below, above)
+    ball_x = place_returned(moved_x, hit_r, hit_l)
+    ball_vy = jnp.where(below | above, -state.ball_vy, state.ball_vy)
     ball_vx = jnp.where(hit_r | hit_l, -state.ball_vx, state.ball_vx)
     ball_vy = jnp.where(
         hit_r,
@@ -160,10 +194,6 @@ def frame(state: EnvState, action: jax.Array) -> tuple[EnvState, jax.Array, jax.
         jnp.where(hit_l, bounce_vy(ball_vy, ball_y, paddle_yl), ball_vy),
     )
     reward = jnp.where(hit_r, f32(0.0) + RETURN_REWARD, f32(0.0))
-
-    # points: the ball left the field
-    scored_r = ball_x + BALL < f32(0.0)
-    scored_l = ~scored_r & (ball_x > WIDTH)
     point = scored_r | scored_l
     reward = jnp.where(scored_r, reward + f32(1.0), jnp.where(scored_l, reward - f32(1.0), reward))
     moved = state._replace(
