@@ -18,6 +18,7 @@ from pathlib import Path
 
 from envforge.bench.markdown import section
 from envforge.bench.measure import BenchSettings
+from envforge.bench.report import BenchReport
 from envforge.bench.suite import find_ports, run_bench
 from envforge.locate import spec_for_name
 
@@ -34,6 +35,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", default="pong,cartpole")
     parser.add_argument("--quick", action="store_true", help="fewer batch sizes and repeats")
+    parser.add_argument(
+        "--from-json",
+        action="store_true",
+        help="re-render from docs/bench/<env>.json of an earlier run (no measuring)",
+    )
     args = parser.parse_args()
     settings = (
         BenchSettings(batch_sizes=(1, 1024, 65536), repeats=3, min_run_s=0.1)
@@ -50,6 +56,11 @@ def main() -> int:
         spec = spec_for_name(env)
         print(f"benchmarking {env} (load {load()})", file=sys.stderr, flush=True)
         command = f"envforge bench {env}{flags} --plot docs/img/bench-{env}.png"
+        if args.from_json:
+            report = BenchReport.from_dict(json.loads((DOCS / "bench" / f"{env}.json").read_text()))
+            sections.append(section(report, f"img/bench-{env}.png"))
+            reports.append(report)
+            continue
         report = run_bench(
             spec,
             settings,
@@ -63,6 +74,12 @@ def main() -> int:
         reports.append(report)
     machine = reports[0].machine
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load_line = f"at the start: {load_before}; at the end: {load()}"
+    if args.from_json:  # the run's own date and load, not this re-rendering's
+        now = f"{reports[0].date} (re-rendered from its JSON)"
+        load_line = "at the start of each env's run: " + ", ".join(
+            f"{r.env} {r.machine['load_before'][0]:.2f}" for r in reports
+        )
     header = [
         "# Benchmarks",
         "",
@@ -73,7 +90,7 @@ def main() -> int:
         f"{platform.system()} {platform.release()}, Python {platform.python_version()}. "
         f"Measured copy bandwidth {machine['bandwidth_gbs']:.1f} GB/s and float32 matmul "
         f"{machine['peak_gflops']:.0f} GFLOP/s (the ceiling's inputs). "
-        f"Load average (1 / 5 / 15 min) at the start: {load_before}; at the end: {load()}. "
+        f"Load average (1 / 5 / 15 min) {load_line}. "
         "The machine is shared with other work, so a load above the core count means the "
         "numbers below are lower than a quiet machine would give.",
         "",
@@ -85,7 +102,10 @@ def main() -> int:
         "work: the `first-state resets` rows). Compile time is reported separately. The C "
         "reference runs in a generated C harness (a plain single-threaded loop over the batch, "
         "built with the C backend's fast flags) that times itself. Python references are "
-        "stepped through a list of real env objects with auto-reset. `mlp` puts a 64-unit tanh "
+        "stepped through a list of real env objects with auto-reset. Rust ports are stepped "
+        "from Python one `EnvBatch.step` per batch (rayon threads across envs, GIL released), "
+        "random actions cycling through 16 pre-drawn arrays; `EnvBatch` resets only whole "
+        "batches, so their ended episodes keep stepping (noted on their rows). `mlp` puts a 64-unit tanh "
         "MLP (argmax) in the loop on every side. Ratios compare each implementation's best "
         "batch with the reference's best; `per CPU-second` divides by process CPU time (all "
         "threads), so it measures per-core efficiency and is little disturbed by other load. "

@@ -77,3 +77,21 @@ def test_parse_seed_sweep(text: str, n: int) -> None:
 def test_parse_seed_sweep_rejects(text: str) -> None:
     with pytest.raises(BadInput, match="--seed-sweep"):
         parse_seed_sweep(text)
+
+
+def test_sweep_is_cut_to_the_time_budget_and_says_so() -> None:
+    from conftest import PONG_PORT
+
+    from envforge.verify.context import VerifyOptions
+    from envforge.verify.runner import verify
+
+    spec = SPEC.model_copy(
+        update={"verify": SPEC.verify.model_copy(update={"seed_sweep_seconds": 0.05})}
+    )
+    report = verify(spec, PONG_PORT.parent, [1], VerifyOptions(scale=0.05))
+    [level] = report.levels
+    assert level.status == "pass", level.summary
+    assert level.stats["reset_sweep_reduced_from"] == round((1 << 25) * 0.05)
+    swept = level.stats["reset_sweep_seeds"]
+    assert swept < level.stats["reset_sweep_reduced_from"] and swept & (swept - 1) == 0
+    assert f"every seed below {swept} resets identically (cut from" in level.summary

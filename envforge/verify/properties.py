@@ -274,8 +274,9 @@ def check_reset_sweep(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any
     ones users pass.
 
     Without ``--seed-sweep``, N is the spec's ``seed_sweep`` times ``--scale``, lowered to a
-    power of two when the first block shows it would take longer than ``seed_sweep_seconds``
-    (a Python reference resets thousands of times slower than C); the stats say so."""
+    power of two when the measured rate shows it would take longer than
+    ``seed_sweep_seconds`` (a Python reference resets thousands of times slower than C); the
+    stats and the level's summary say so."""
     total = sweep_size(ctx)
     if ctx.spec.rng.mode != "replicate" or total <= 0:
         return None, {}
@@ -400,9 +401,9 @@ def run(ctx: VerifyContext) -> LevelResult:
     )
     if finding is not None:
         return LevelResult(1, "fail", finding.message, [finding], stats_out)
-    return LevelResult(
-        1,
-        "pass",
-        f"{counter.transitions} single-step transitions and resets agree",
-        stats=stats_out,
-    )
+    summary = f"{counter.transitions} single-step transitions and resets agree"
+    if stats_out.get("reset_sweep_seeds"):
+        summary += f"; every seed below {stats_out['reset_sweep_seeds']} resets identically"
+        if "reset_sweep_reduced_from" in stats_out:
+            summary += f" (cut from {stats_out['reset_sweep_reduced_from']} by the time budget)"
+    return LevelResult(1, "pass", summary, stats=stats_out)
