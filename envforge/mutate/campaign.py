@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from envforge.mutate.execute import MutantJob, MutantRun, run_jobs
@@ -31,6 +31,10 @@ def run_campaign(
 ) -> MutationReport:
     """Mutate ``target``'s files, verify each sampled mutant, and judge the results."""
     start = time.perf_counter()
+    if options.seed_sweep is None:
+        # every mutant gets the same reset sweep: never one cut short by a busy machine
+        sweep = max(0, round(target.spec.verify.seed_sweep * options.scale))
+        options = replace(options, seed_sweep=min(sweep, 1 << 32))
     originals: dict[str, str] = {}
     mutants = []
     generated = stillborn = 0

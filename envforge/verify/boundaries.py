@@ -6,7 +6,9 @@ through state space (one float field varied between two values, everything else 
 reference's step jumps where a branch flips. Bisecting on whichever half shows the larger
 change in the step's outputs narrows the line to two adjacent floats around a jump, one on
 each side of the threshold; the threshold value itself is one of them whenever it is
-representable. Lines through states the reference actually reaches find the thresholds of
+representable. The parts of the line left and right of that jump are then bisected too, so a
+smaller jump beside the largest one (a paddle's far edge next to its near edge) is not
+missed. Lines through states the reference actually reaches find the thresholds of
 events that drawn states rarely set up (a ball level with a paddle that tracks it). Both drivers are then compared at those states like any other L1 state.
 
 Used by L1 in exact mode (in tolerance mode the comparison excuses threshold flag flips by
@@ -118,15 +120,12 @@ def draw_lines(
     return Lines(base, random_actions(spec, rng, n), names, element, a, b)
 
 
-def boundary_states(
-    spec: EnvSpec, driver: Driver, rng: np.random.Generator, n: int, bases: State | None = None
-) -> tuple[State, np.ndarray]:
-    """``2n`` states (pairs of adjacent floats around jumps of ``driver``'s step) and actions.
-    ``bases``: states the first lines pass through (the rest pass through drawn states)."""
-    lines = draw_lines(spec, rng, n, bases)
-    if lines is None:
-        return {}, np.zeros(0)
-    lo, hi = lines.lo.copy(), lines.hi.copy()
+def _bisect(
+    spec: EnvSpec, driver: Driver, lines: Lines, lo: np.ndarray, hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Narrow each line's ``[lo, hi]`` (keys) to two adjacent floats around one jump, halving
+    towards the larger change in ``driver``'s step. Empty intervals (``hi <= lo``) stay put."""
+    lo, hi = lo.copy(), np.maximum(hi, lo)
     y_lo = signature(spec, driver, lines.at(spec, lo), lines.actions)
     y_hi = signature(spec, driver, lines.at(spec, hi), lines.actions)
     for _ in range(ROUNDS):
@@ -142,6 +141,41 @@ def boundary_states(
         y_hi = np.where(take_left[:, None], y_mid, y_hi)
         lo = np.where(take_right, mid, lo)
         y_lo = np.where(take_right[:, None], y_mid, y_lo)
-    below, above = lines.at(spec, lo), lines.at(spec, hi)
-    states = {k: np.concatenate([below[k], above[k]]) for k in below}
-    return states, np.concatenate([lines.actions, lines.actions])
+    return lo, hi
+
+
+def boundary_states(
+    spec: EnvSpec,
+    driver: Driver,
+    rng: np.random.Generator,
+    n: int,
+    bases: State | None = None,
+    jumps: int = 3,
+) -> tuple[State, np.ndarray]:
+    """Pairs of adjacent floats around jumps of ``driver``'s step, and their actions.
+
+    Each of the ``n`` lines is bisected to its largest jump; with ``jumps=3`` the parts of the
+    line left and right of that jump are bisected too, so a smaller jump beside a larger one
+    (a paddle's far edge beside its near edge, beside a point) is found as well: up to
+    ``2 * jumps * n`` states. ``bases``: states the first lines pass through (the rest pass
+    through drawn states)."""
+    lines = draw_lines(spec, rng, n, bases)
+    if lines is None:
+        return {}, np.zeros(0)
+    return jump_states(spec, driver, lines, jumps)
+
+
+def jump_states(
+    spec: EnvSpec, driver: Driver, lines: Lines, jumps: int = 3
+) -> tuple[State, np.ndarray]:
+    """:func:`boundary_states` for given lines."""
+    lo, hi = _bisect(spec, driver, lines, lines.lo, lines.hi)
+    found = [(lo, hi)]
+    if jumps >= 2:
+        found.append(_bisect(spec, driver, lines, lines.lo, lo))
+    if jumps >= 3:
+        found.append(_bisect(spec, driver, lines, hi, lines.hi))
+    below = [lines.at(spec, a) for a, b in found]
+    above = [lines.at(spec, b) for a, b in found]
+    states = {k: np.concatenate([s[k] for s in below + above]) for k in below[0]}
+    return states, np.concatenate([lines.actions] * (2 * len(found)))

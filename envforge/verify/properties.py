@@ -284,6 +284,7 @@ def check_reset_sweep(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any
     start_time = time.perf_counter()
     fetched = 0
     start = 0
+    best_rate = float("inf")
     with ThreadPoolExecutor(2) as pool:
         while start < total:
             size = SWEEP_BLOCK if start == 0 else SWEEP_CHUNK
@@ -303,16 +304,21 @@ def check_reset_sweep(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any
                     stats.update(reset_sweep_seeds=int(block[0]) + len(block))
                     return finding, stats
             start += len(seeds)
+            rate = (time.perf_counter() - chunk_start) / len(seeds)
             if ctx.options.seed_sweep is None and start < total:
-                # keep within the time budget, judged on the latest chunk's rate
+                # Keep within the time budget. The first two calls are no guide to the rate
+                # (call overhead; a JAX driver compiling each new batch size), so after them
+                # only a sweep whose next chunk alone would not fit is cut; from then on the
+                # best rate seen so far judges the rest.
                 elapsed = time.perf_counter() - start_time
-                rate = (time.perf_counter() - chunk_start) / len(seeds)
                 budget = ctx.spec.verify.seed_sweep_seconds
-                # the first, one-block call mostly measures call overhead (and a JIT):
-                # after it, only cut when even the next full chunk would not fit
-                ahead = total - start if start > SWEEP_BLOCK else min(total - start, SWEEP_CHUNK)
-                if elapsed + rate * ahead > budget:
-                    fits = start + max(0, int((budget - elapsed) / rate))
+                if start > SWEEP_BLOCK + SWEEP_CHUNK:
+                    best_rate = min(best_rate, rate)
+                    ahead = total - start
+                else:
+                    best_rate, ahead = rate, min(total - start, SWEEP_CHUNK)
+                if elapsed + best_rate * ahead > budget:
+                    fits = start + max(0, int((budget - elapsed) / best_rate))
                     stats.setdefault("reset_sweep_reduced_from", total)
                     total = max(start, 1 << (fits.bit_length() - 1))
     stats.update(
