@@ -54,7 +54,8 @@ def main() -> int:
     reports = []
     for env in args.envs.split(","):
         spec = spec_for_name(env)
-        print(f"benchmarking {env} (load {load()})", file=sys.stderr, flush=True)
+        what = "rendering" if args.from_json else "benchmarking"
+        print(f"{what} {env} (load {load()})", file=sys.stderr, flush=True)
         command = f"envforge bench {env}{flags} --plot docs/img/bench-{env}.png"
         if args.from_json:
             report = BenchReport.from_dict(json.loads((DOCS / "bench" / f"{env}.json").read_text()))
