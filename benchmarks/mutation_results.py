@@ -97,7 +97,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", default="pong,cartpole")
     parser.add_argument("--max", type=int, default=60)
-    parser.add_argument("--scale", type=float, default=0.3)
+    parser.add_argument("--scale", type=float, default=1.0)  # the verifier's default effort
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
