@@ -7,7 +7,7 @@ reference's step jumps where a branch flips. Bisecting on whichever half shows t
 change in the step's outputs narrows the line to two adjacent floats around a jump, one on
 each side of the threshold; the threshold value itself is one of them whenever it is
 representable. The parts of the line left and right of that jump are then bisected too, so a
-smaller jump beside the largest one (a paddle's far edge next to its near edge) is not
+smaller jump beside the one found (a paddle's far edge next to its near edge) is not
 missed. Lines through states the reference actually reaches find the thresholds of
 events that drawn states rarely set up (a ball level with a paddle that tracks it). Both drivers are then compared at those states like any other L1 state.
 
@@ -154,8 +154,8 @@ def boundary_states(
 ) -> tuple[State, np.ndarray]:
     """Pairs of adjacent floats around jumps of ``driver``'s step, and their actions.
 
-    Each of the ``n`` lines is bisected to its largest jump; with ``jumps=3`` the parts of the
-    line left and right of that jump are bisected too, so a smaller jump beside a larger one
+    Each of the ``n`` lines is bisected to one jump (always halving towards the larger change);
+    with ``jumps=3`` the parts of the line left and right of that jump are bisected too, so a smaller jump beside a larger one
     (a paddle's far edge beside its near edge, beside a point) is found as well: up to
     ``2 * jumps * n`` states. ``bases``: states the first lines pass through (the rest pass
     through drawn states)."""
