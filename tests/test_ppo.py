@@ -115,9 +115,9 @@ def test_gaussian_policy_with_obs_normalization_learns_and_round_trips(tmp_path)
 
 
 def test_train_command_saves_a_policy(tmp_path):
-    """`envforge train` as a user runs it, in its own process. Run in-process after the tests
-    before it in the suite, XLA:CPU never finished the fused trainer's first call (seen twice,
-    every thread idle; cause not found); alone, or in a fresh process, it never hangs."""
+    """`envforge train` as a user runs it, in its own process. In-process after the tests
+    before it, XLA:CPU twice never finished the fused trainer's first call (with a CartPole
+    reset since reverted; every thread idle, cause not found); alone it has not hung."""
     import subprocess
     import sys
 

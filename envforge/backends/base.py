@@ -11,9 +11,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from envforge.backends.digest import state_digests
 from envforge.errors import ContractViolation
 from envforge.spec import EnvSpec
 
@@ -29,6 +31,18 @@ class Transition:
     reward: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
+
+    def expression_inputs(self, before: State, actions: np.ndarray | None) -> dict[str, Any]:
+        """What a spec expression over this transition reads (``EnvSpec.expression``)."""
+        return {
+            "before": before,
+            "after": self.state,
+            "action": actions,
+            "reward": self.reward,
+            "terminated": self.terminated,
+            "truncated": self.truncated,
+            "obs": self.obs,
+        }
 
     def take(self, index: np.ndarray | slice | int) -> Transition:
         idx = np.atleast_1d(np.arange(len(self.reward))[index])
@@ -66,8 +80,6 @@ class Driver(ABC):
 
         Computed where the driver runs, so an isolated or sandboxed driver sends back a few
         bytes per block instead of every state; the verifier's seed sweep compares these."""
-        from envforge.backends.digest import state_digests
-
         return state_digests(
             self.spec, canonicalize(self.spec, self.reset(seeds), self.side, "reset"), block
         )

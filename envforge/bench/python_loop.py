@@ -37,6 +37,18 @@ def env_factory(spec: EnvSpec) -> Callable[[], Any]:
     raise BadInput(f"{spec.name}: no Python loop for a {kind} reference")
 
 
+def mlp_actions(spec: EnvSpec, params: dict[str, np.ndarray], obs: np.ndarray) -> np.ndarray:
+    """The bench's MLP policy in numpy: argmax (discrete, int32) or tanh squashed into the
+    action bounds (continuous), for a batch of observations."""
+    n = len(obs)
+    out = np.tanh(obs.reshape(n, -1) @ params["w1"] + params["b1"]) @ params["w2"] + params["b2"]
+    if spec.action.type == "discrete":
+        return np.argmax(out, axis=-1).astype(np.int32)
+    u = 0.5 * (np.tanh(out) + 1.0)
+    low, high = (b.reshape(-1) for b in spec.action.bounds())
+    return (low + u * (high - low)).astype(np.float32).reshape(n, *spec.action.shape)
+
+
 class _Batch:
     """``n`` envs stepped one after another, each reset when its episode ends."""
 
@@ -54,17 +66,11 @@ class _Batch:
     def actions(self) -> np.ndarray:
         spec, n = self.spec, len(self.envs)
         if self.policy == "mlp":
-            p = self.params
-            flat = self.obs.reshape(n, -1)
-            out = np.tanh(flat @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
-            if spec.action.type == "discrete":
-                return np.argmax(out, axis=-1)
-            u = 0.5 * (np.tanh(out) + 1.0)
-        elif spec.action.type == "discrete":
+            return mlp_actions(spec, self.params, self.obs)
+        if spec.action.type == "discrete":
             assert spec.action.n is not None
             return self.rng.integers(spec.action.n, size=n)
-        else:
-            u = self.rng.random((n, int(np.prod(spec.action.shape or (1,)))))
+        u = self.rng.random((n, int(np.prod(spec.action.shape or (1,)))))
         low, high = (b.reshape(-1) for b in spec.action.bounds())
         return (low + u * (high - low)).astype(np.float32).reshape(n, *spec.action.shape)
 

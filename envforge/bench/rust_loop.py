@@ -18,32 +18,23 @@ import numpy as np
 
 from envforge.bench.jax_loop import mlp_params
 from envforge.bench.measure import BenchSettings, Measurement, timed_runs
+from envforge.bench.python_loop import mlp_actions
 from envforge.spec import EnvSpec
+from envforge.verify.policies import random_actions
 
 NOTE = "no auto-reset: EnvBatch resets whole batches only, ended envs keep stepping"
-
-
-def _actions(spec: EnvSpec, rng: np.random.Generator, n: int) -> np.ndarray:
-    if spec.action.type == "discrete":
-        assert spec.action.n is not None
-        return rng.integers(0, spec.action.n, n).astype(np.int32)
-    low, high = spec.action.bounds()
-    u = rng.random((n, *spec.action.shape))
-    return (low + u * (high - low)).astype(np.float32)
 
 
 def measure_rust(
     spec: EnvSpec, crate: Path, settings: BenchSettings, label: str = "rust port"
 ) -> list[Measurement]:
-    from envforge.backends.rust import RustDriver
+    from envforge.backends.rust import BATCH_CLASS, RustDriver
 
     start = time.perf_counter()
     driver = RustDriver(spec, crate, strict_float=settings.strict_float)
     build_s = time.perf_counter() - start
-    batch_class = driver.module.EnvBatch
+    batch_class = getattr(driver.module, BATCH_CLASS)
     params = mlp_params(spec, settings.hidden)
-    discrete = spec.action.type == "discrete"
-    low, high = (b.reshape(-1) for b in spec.action.bounds()) if not discrete else (0.0, 0.0)
     rng = np.random.default_rng(0)
     out = []
     for policy in settings.policies:
@@ -54,25 +45,16 @@ def measure_rust(
             batch.observe(obs)
             reward = np.zeros(n, np.float32)
             terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
-            drawn = [_actions(spec, rng, n) for _ in range(16)]
+            drawn = [random_actions(spec, rng, n) for _ in range(16)]
             tick = [0]
 
             def act(
                 obs: np.ndarray = obs, drawn: list = drawn, tick: list = tick, policy: str = policy
             ) -> np.ndarray:
-                if policy != "mlp":
-                    tick[0] += 1
-                    return drawn[tick[0] % 16]
-                flat = obs.reshape(len(obs), -1)
-                logits = np.tanh(flat @ params["w1"] + params["b1"]) @ params["w2"] + params["b2"]
-                if discrete:
-                    return np.argmax(logits, axis=-1).astype(np.int32)
-                u = 0.5 * (np.tanh(logits) + 1.0)
-                return (
-                    (low + u * (high - low))
-                    .astype(np.float32)
-                    .reshape(len(obs), *spec.action.shape)
-                )
+                if policy == "mlp":
+                    return mlp_actions(spec, params, obs)
+                tick[0] += 1
+                return drawn[tick[0] % 16]
 
             def call(
                 batch: object = batch,

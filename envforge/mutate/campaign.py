@@ -13,6 +13,7 @@ from envforge.mutate.generate import generate, sample
 from envforge.mutate.report import MutationReport, judge
 from envforge.mutate.workspace import Target
 from envforge.verify.context import VerifyOptions
+from envforge.verify.properties import default_sweep
 
 Progress = Callable[[int, int, MutantRun], None]
 
@@ -33,8 +34,7 @@ def run_campaign(
     start = time.perf_counter()
     if options.seed_sweep is None:
         # every mutant gets the same reset sweep: never one cut short by a busy machine
-        sweep = max(0, round(target.spec.verify.seed_sweep * options.scale))
-        options = replace(options, seed_sweep=min(sweep, 1 << 32))
+        options = replace(options, seed_sweep=default_sweep(target.spec, options.scale))
     originals: dict[str, str] = {}
     mutants = []
     generated = stillborn = 0

@@ -27,7 +27,7 @@ from scipy import stats
 
 from envforge.backends.base import Driver, State, Transition
 from envforge.verify.boundaries import boundary_states
-from envforge.verify.compare import compare_states, compare_transitions
+from envforge.verify.compare import compare_states, compare_transitions, follows_termination
 from envforge.verify.findings import to_jsonable
 from envforge.verify.policies import random_actions
 from envforge.verify.strategies import sample_states
@@ -199,19 +199,9 @@ class Differential:
     ) -> np.ndarray:
         """Per env: tolerance mode, and ``terminated`` equals the spec's termination predicate
         evaluated on this transition's own next state."""
-        n = len(actions)
-        if self.spec.compare.mode != "tolerance" or self.spec.termination is None:
-            return np.zeros(n, dtype=bool)
-        value = self.spec.expression(self.spec.termination)(
-            before=before,
-            after=tr.state,
-            action=actions,
-            reward=tr.reward,
-            terminated=tr.terminated,
-            truncated=tr.truncated,
-            obs=tr.obs,
-        )
-        return np.asarray(np.broadcast_to(np.asarray(value, dtype=bool), (n,)) == tr.terminated)
+        if self.spec.compare.mode != "tolerance":
+            return np.zeros(len(actions), dtype=bool)
+        return follows_termination(self.spec, before, actions, tr)
 
     def sampled(self, n: int, result: DifferentialResult) -> None:
         for start in range(0, n, BATCH):

@@ -100,15 +100,7 @@ def run_episodes(
         for name, expr in events.items():
             fired = np.broadcast_to(
                 np.asarray(
-                    expr(
-                        before=before,
-                        after=tr.state,
-                        action=actions,
-                        reward=tr.reward,
-                        terminated=tr.terminated,
-                        truncated=tr.truncated,
-                        obs=tr.obs,
-                    ),
+                    expr(**tr.expression_inputs(before, actions)),
                     dtype=bool,
                 ),
                 idx.shape,

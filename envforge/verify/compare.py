@@ -139,6 +139,24 @@ def compare_transitions(
     return diff
 
 
+def follows_termination(
+    spec: EnvSpec,
+    before: State,
+    actions: np.ndarray | None,
+    tr: Transition,
+    truncated: np.ndarray | None = None,
+) -> np.ndarray:
+    """Per env: ``tr.terminated`` is what the spec's termination predicate says of ``tr``'s own
+    next state (``truncated``: the flag the predicate reads, if not ``tr``'s own)."""
+    if spec.termination is None:
+        return np.zeros(len(tr.terminated), dtype=bool)
+    inputs = tr.expression_inputs(before, actions)
+    if truncated is not None:
+        inputs["truncated"] = truncated
+    value = spec.expression(spec.termination)(**inputs)
+    return np.broadcast_to(np.asarray(value, dtype=bool), tr.terminated.shape) == tr.terminated
+
+
 def _excuse_threshold_flags(
     spec: EnvSpec,
     ref: Transition,
@@ -158,22 +176,10 @@ def _excuse_threshold_flags(
     state_ok = np.ones_like(flipped)
     for f in spec.field_names:
         state_ok &= diff.ok[f]
-    expr = spec.expression(spec.termination)
     before = state_before if state_before is not None else ref.state
-    common = {"action": actions, "truncated": ref.truncated}
-
-    def predicate(tr: Transition) -> np.ndarray:
-        value = expr(
-            before=before,
-            after=tr.state,
-            reward=tr.reward,
-            terminated=tr.terminated,
-            obs=tr.obs,
-            **common,
-        )
-        return np.broadcast_to(np.asarray(value, dtype=bool), flipped.shape)
-
-    consistent = (predicate(ref) == ref.terminated) & (predicate(port) == port.terminated)
+    consistent = follows_termination(spec, before, actions, ref) & follows_termination(
+        spec, before, actions, port, truncated=ref.truncated
+    )
     excused = flipped & state_ok & consistent
     if excused.any():
         diff.excused |= excused

@@ -9,7 +9,7 @@ import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, take_state
 from envforge.spec import EnvSpec
-from envforge.verify.compare import Diff
+from envforge.verify.compare import Diff, compare_states
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.localize import locate
 
@@ -104,3 +104,34 @@ def _localization_keys(keys: list[str], fields: list[str]) -> list[str]:
     """State fields when any diverged: an observation or reward mismatch follows from them."""
     state_keys = [k for k in keys if k in fields]
     return state_keys or keys
+
+
+def reset_mismatch(
+    ctx: VerifyContext,
+    level: int,
+    seeds: np.ndarray,
+    ref: State,
+    port: State,
+    prefix: str = "",
+    suffix: str = "",
+) -> Finding | None:
+    """The first seed whose reset states differ beyond the spec's comparison, as a finding."""
+    diff = compare_states(ctx.spec, ref, port)
+    i = diff.first()
+    if i is None:
+        return None
+    keys = diff.keys_at(i)
+    ref_lines, port_lines = ctx.localize(keys)
+    return Finding(
+        level=level,
+        check="reset.mismatch",
+        message=f"{prefix}reset(seed={int(seeds[i])}) differs in {', '.join(keys)}{suffix}",
+        fields=keys,
+        seed=int(seeds[i]),
+        step=0,
+        expected=to_jsonable({k: ref[k][i] for k in keys}),
+        actual=to_jsonable({k: port[k][i] for k in keys}),
+        error={k: float(diff.abs_err[k][i]) for k in keys},
+        reference_lines=ref_lines,
+        port_lines=port_lines,
+    )

@@ -24,8 +24,9 @@ from scipy import stats
 
 from envforge.backends.base import State, Transition, batch_size, concat_states, take_state
 from envforge.errors import DriverFailure
-from envforge.verify.compare import Diff, compare_states, compare_transitions
-from envforge.verify.context import VerifyContext
+from envforge.spec import EnvSpec
+from envforge.verify.compare import Diff, compare_transitions
+from envforge.verify.context import VerifyContext, reset_mismatch
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.report import LevelResult
 from envforge.verify.strategies import (
@@ -212,31 +213,6 @@ def check_steps_boundaries(ctx: VerifyContext, counter: _Counter) -> Finding | N
     return None
 
 
-def _reset_mismatch(
-    ctx: VerifyContext, seeds: np.ndarray, ref: State, port: State, how: str = ""
-) -> Finding | None:
-    """The first seed whose reset states differ beyond the spec's comparison, as a finding."""
-    diff = compare_states(ctx.spec, ref, port)
-    i = diff.first()
-    if i is None:
-        return None
-    keys = diff.keys_at(i)
-    ref_lines, port_lines = ctx.localize(keys)
-    return Finding(
-        level=1,
-        check="reset.mismatch",
-        message=f"reset(seed={int(seeds[i])}) differs in {', '.join(keys)}{how}",
-        fields=keys,
-        seed=int(seeds[i]),
-        step=0,
-        expected=to_jsonable({k: ref[k][i] for k in keys}),
-        actual=to_jsonable({k: port[k][i] for k in keys}),
-        error={k: float(diff.abs_err[k][i]) for k in keys},
-        reference_lines=ref_lines,
-        port_lines=port_lines,
-    )
-
-
 def check_reset(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any]]:
     spec = ctx.spec
     n = ctx.count(spec.verify.reset_samples, 200)
@@ -244,7 +220,7 @@ def check_reset(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any]]:
     ref = ctx.ref.reset(seeds)
     port = ctx.port.reset(seeds)
     if spec.rng.mode == "replicate":
-        finding = _reset_mismatch(ctx, seeds, ref, port)
+        finding = reset_mismatch(ctx, 1, seeds, ref, port)
         return finding, {"reset_seeds": n, "reset_test": "exact"}
     return _distribution_finding(
         ctx, ref, port, "reset.distribution", "reset distribution of {f} differs"
@@ -257,11 +233,16 @@ SWEEP_BLOCK = 4096
 """Seeds per digest: where two digests differ, this many states are fetched and compared."""
 
 
+def default_sweep(spec: EnvSpec, scale: float) -> int:
+    """The spec's sweep size times ``--scale``, within the uint32 seed space."""
+    return min(max(0, round(spec.verify.seed_sweep * scale)), 1 << 32)
+
+
 def sweep_size(ctx: VerifyContext) -> int:
-    """Seeds in the sweep: ``--seed-sweep`` if given, else the spec's count times ``--scale``."""
+    """Seeds in the sweep: ``--seed-sweep`` if given, else :func:`default_sweep`."""
     if ctx.options.seed_sweep is not None:
         return min(ctx.options.seed_sweep, 1 << 32)
-    return min(ctx.count(ctx.spec.verify.seed_sweep, 0), 1 << 32)
+    return default_sweep(ctx.spec, ctx.options.scale)
 
 
 def check_reset_sweep(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any]]:
@@ -297,8 +278,8 @@ def check_reset_sweep(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any
                 block = seeds[b * SWEEP_BLOCK : (b + 1) * SWEEP_BLOCK]
                 fetched += 1
                 how = f" (found by the reset sweep over seeds 0..{total - 1})"
-                finding = _reset_mismatch(
-                    ctx, block, ctx.ref.reset(block), ctx.port.reset(block), how
+                finding = reset_mismatch(
+                    ctx, 1, block, ctx.ref.reset(block), ctx.port.reset(block), suffix=how
                 )
                 if finding is not None:
                     stats.update(reset_sweep_seeds=int(block[0]) + len(block))

@@ -23,8 +23,8 @@ import numpy as np
 from scipy import stats
 
 from envforge.backends.base import Driver, State, take_state
-from envforge.verify.compare import compare_states, compare_transitions
-from envforge.verify.context import VerifyContext
+from envforge.verify.compare import compare_transitions
+from envforge.verify.context import VerifyContext, reset_mismatch
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.policies import Policy, rollout_policies
 from envforge.verify.report import LevelResult
@@ -60,15 +60,7 @@ def _count_events(
 ) -> None:
     per_policy = tally.events.setdefault(policy, {})
     for event in ctx.spec.event:
-        hit = ctx.spec.expression(event.expr)(
-            before=before,
-            after=tr.state,
-            action=actions,
-            reward=tr.reward,
-            terminated=tr.terminated,
-            truncated=tr.truncated,
-            obs=tr.obs,
-        )
+        hit = ctx.spec.expression(event.expr)(**tr.expression_inputs(before, actions))
         counts = per_policy.setdefault(event.name, [0, 0])
         counts[side] += int(np.count_nonzero(np.broadcast_to(hit, tr.reward.shape)))
 
@@ -78,28 +70,7 @@ def _start(ctx: VerifyContext, seeds: np.ndarray) -> tuple[State, State, Finding
     if ctx.spec.rng.mode == "sync":
         return ref, ref, None
     port = ctx.port.reset(seeds)
-    diff = compare_states(ctx.spec, ref, port)
-    i = diff.first()
-    if i is None:
-        return ref, port, None
-    keys = diff.keys_at(i)
-    ref_lines, port_lines = ctx.localize(keys)
-    return (
-        ref,
-        port,
-        Finding(
-            level=3,
-            check="reset.mismatch",
-            message=f"episode reset(seed={int(seeds[i])}) differs in {', '.join(keys)}",
-            fields=keys,
-            seed=int(seeds[i]),
-            step=0,
-            expected=to_jsonable({k: ref[k][i] for k in keys}),
-            actual=to_jsonable({k: port[k][i] for k in keys}),
-            reference_lines=ref_lines,
-            port_lines=port_lines,
-        ),
-    )
+    return ref, port, reset_mismatch(ctx, 3, seeds, ref, port, prefix="episode ")
 
 
 def compared_episodes(
