@@ -19,10 +19,11 @@ from envforge.train.config import PPOConfig, l4_config, parse_l4_table
 from envforge.train.evaluate import evaluate_policy, random_action_fn, run_episodes
 from envforge.train.gae import compute_gae
 from envforge.train.host_ppo import train_host
+from envforge.train.networks import orthogonal
 from envforge.train.obs_norm import init_obs_norm, update_obs_norm
 from envforge.train.policy import load_policy
-from envforge.train.port_env import load_port
-from envforge.train.ppo import train_fused
+from envforge.train.port_env import AutoResetEnv, load_port
+from envforge.train.ppo import FusedPPO, network_for, train_fused
 from envforge.train.vec_env import DriverVecEnv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,6 +75,34 @@ def test_scanned_gae_equals_python_loop():
     want_adv, want_ret = gae_loop(rewards, values, dones.astype(np.float64), last_value, 0.97, 0.9)
     np.testing.assert_allclose(np.asarray(adv), want_adv, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(ret), want_ret, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(4, 64), (64, 64), (64, 2), (64, 1), (3, 8)])
+def test_orthogonal_init_matches_jax_without_lapack(shape):
+    """The Gram-Schmidt initializer draws the matrix jax.nn.initializers.orthogonal draws."""
+    key = jax.random.PRNGKey(7)
+    ours = orthogonal(key, *shape, 1.5)
+    theirs = jax.nn.initializers.orthogonal(1.5)(key, shape, jnp.float32)
+    np.testing.assert_allclose(ours, theirs, atol=5e-6)
+    small = min(shape)
+    gram = ours.T @ ours if shape[0] >= shape[1] else ours @ ours.T
+    np.testing.assert_allclose(gram, 2.25 * np.eye(small), atol=2e-5)
+
+
+def test_fused_trainer_runs_no_lapack_kernels():
+    """Batched LAPACK kernels (QR under vmap) deadlocked XLA:CPU's 2-thread intra-op pool: two
+    ran at once and each waited for pool threads the other held. Neither the fused trainer's
+    init nor its update may contain a custom call."""
+    spec = load_spec(ROOT / "references" / "cartpole" / "env.toml")
+    cfg = PPOConfig(total_timesteps=512, num_envs=4, num_steps=32)
+    module = load_port(ROOT / "generated" / "cartpole" / "jax", "cartpole")
+    trainer = FusedPPO(cfg, AutoResetEnv(module, spec.episode_cap), network_for(spec, cfg))
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    init = jax.jit(jax.vmap(trainer.init)).lower(keys)
+    carry = jax.jit(jax.vmap(trainer.init))(keys)
+    run = jax.jit(jax.vmap(lambda c: trainer.run(c, num_updates=1))).lower(carry)
+    for lowered in (init, run):
+        assert "custom_call" not in lowered.as_text()
 
 
 def test_fused_ppo_reaches_the_cartpole_cap():

@@ -50,8 +50,34 @@ class ActionHead:
         return self.n if self.kind == "discrete" else max(1, math.prod(self.shape))
 
 
+def orthogonal(key: jax.Array, n_in: int, n_out: int, gain: float) -> jax.Array:
+    """``gain`` times a uniformly (Haar) distributed ``[n_in, n_out]`` matrix with orthonormal
+    columns (``n_in >= n_out``) or rows: the distribution of ``jax.nn.initializers.orthogonal``,
+    from the same Gaussian draw, but orthonormalized by Gram-Schmidt (each column projected out
+    twice, which keeps float32 columns orthogonal to rounding) in plain matmuls.
+
+    Why not ``jnp.linalg.qr``: under ``vmap`` (one network per seed) it becomes a batched LAPACK
+    call that splits the batch over XLA:CPU's intra-op thread pool and blocks until the pieces
+    are done. Two such calls running at once on a 2-thread pool each hold a thread and wait for
+    the other's pieces: the fused trainer's init hung forever (seen in gdb: both pool threads
+    in ``ParallelBatchMap`` under ``lapack_sgeqrf_ffi``). Gram-Schmidt gives R a positive
+    diagonal, the sign convention the QR-based initializer imposes, so the matrices agree with
+    it to float32 rounding."""
+    tall, wide = max(n_in, n_out), min(n_in, n_out)
+    z = jax.random.normal(key, (tall, wide), jnp.float32)
+
+    def orthonormalize(j: jax.Array, q: jax.Array) -> jax.Array:
+        v = jax.lax.dynamic_index_in_dim(z, j, axis=1, keepdims=False)
+        for _ in range(2):  # columns j.. of q are still zero: only earlier ones are projected out
+            v = v - q @ (q.T @ v)
+        return jax.lax.dynamic_update_index_in_dim(q, v / jnp.sqrt(v @ v), j, axis=1)
+
+    q = jax.lax.fori_loop(0, wide, orthonormalize, jnp.zeros((tall, wide), jnp.float32))
+    return jnp.float32(gain) * (q if n_in >= n_out else q.T)
+
+
 def _init_dense(key: jax.Array, n_in: int, n_out: int, gain: float) -> Params:
-    w = jax.nn.initializers.orthogonal(gain)(key, (n_in, n_out), jnp.float32)
+    w = orthogonal(key, n_in, n_out, gain)
     return {"w": w, "b": jnp.zeros((n_out,), jnp.float32)}
 
 
