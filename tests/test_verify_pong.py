@@ -224,7 +224,7 @@ JOBS: dict[str, Job] = {
     ),
     "missing_function": Job((("def to_canonical(", "def to_canonical_state("),)),
     "cartpole_reset_range": Job(
-        (("jnp.float32, -0.05, 0.05)", "jnp.float32, -0.08, 0.08)"),),
+        (("_uniform(seed, lane, -0.05, 0.05)", "_uniform(seed, lane, -0.08, 0.08)"),),
         (1,),
         spec=CARTPOLE_SPEC,
         port=CARTPOLE_PORT,
