@@ -75,6 +75,41 @@ def test_pong_port_replicates_the_c_reference_bit_for_bit(pong_rust, pong_c) -> 
     assert (rust["score_l"] + rust["score_r"]).sum() > 0  # points were played
 
 
+@pytest.mark.parametrize("strict", [True, False])
+def test_simd_lanes_match_the_c_reference_on_extreme_states(pong_spec, pong_c, strict) -> None:  # type: ignore[no-untyped-def]
+    """The port steps eight games per SIMD block (lanes.rs) and the rest one by one: both paths,
+    from states full of NaN, infinities, signed zeros, denormals and field edges, must do what
+    the C reference does (NaN equal to NaN: compilers may commute the operands of an add)."""
+    rust = RustDriver(pong_spec, PONG, strict_float=strict)
+    c = pong_c if strict else CDriver(pong_spec, ROOT / "references/pong/pong.c", strict_float=False)
+    n = 8 * 6 + 5
+    rng = np.random.default_rng(3)
+    specials = np.float32(
+        [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 3e38, -3e38, 0.5, 399.9999, 400.0]
+        + [470.0, 470.00003, 605.0, 620.0, -10.0, 640.0, 630.0, 10.0, 9.999999, 8.0, -8.0]
+    )
+    state = c.reset(np.arange(n, dtype=np.uint32))
+    for name in ("paddle_yl", "paddle_yr", "ball_x", "ball_y", "ball_vx", "ball_vy"):
+        mixed = rng.uniform(-50.0, 700.0, n).astype(np.float32)
+        pick = rng.random(n) < 0.5
+        mixed[pick] = rng.choice(specials, int(pick.sum()))
+        state[name] = mixed
+    state["score_l"] = rng.integers(18, 22, n).astype(np.int32)
+    state["score_r"] = rng.integers(18, 22, n).astype(np.int32)
+    state["tick"] = rng.integers(9990, 10001, n).astype(np.int32)
+    left, right = dict(state), dict(state)
+    for t in range(40):
+        actions = rng.integers(0, 3, n).astype(np.int32)
+        tr, tc = rust.step(left, actions), c.step(right, actions)
+        for name in tc.state:
+            np.testing.assert_array_equal(tr.state[name], tc.state[name], err_msg=f"{t} {name}")
+        np.testing.assert_array_equal(tr.obs, tc.obs)
+        np.testing.assert_array_equal(tr.reward, tc.reward)
+        assert np.array_equal(tr.terminated, tc.terminated)
+        assert np.array_equal(tr.truncated, tc.truncated)
+        left, right = tr.state, tc.state
+
+
 def test_strict_float_flushes_denormals_like_the_c_reference(pong_spec, pong_rust, pong_c) -> None:  # type: ignore[no-untyped-def]
     state = pong_c.reset(np.zeros(1, np.uint32))
     # a ball on the agent's paddle moving right by a denormal: with DAZ it is not moving right

@@ -131,6 +131,31 @@ def _once(*flags: jax.Array) -> tuple[jax.Array, ...]:
     return tuple((code & jnp.uint32(1 << i)) != 0 for i in range(len(flags)))
 
 
+FLOAT_FIELDS = ("paddle_yl", "paddle_yr", "ball_x", "ball_y", "ball_vx", "ball_vy")
+ALL_ONES = jnp.uint32(0xFFFFFFFF)
+SHIFT = jnp.uint32(0x80000001)
+
+
+def _pin(value: jax.Array) -> jax.Array:
+    """``value``, computed once for the whole batch and stored (see ``_settle``).
+
+    Its bits, shifted by ``SHIFT`` (wrapping), are taken ``% 0xFFFFFFFF`` and shifted back. The
+    remainder is an identity on every pattern but the one the shift maps to all-ones, the NaN
+    0x7FFFFFFE, which comes back as 0x7FFFFFFF, another NaN: every number, infinity, signed zero
+    and denormal passes through bit for bit, and NaN stays NaN."""
+    bits = jax.lax.bitcast_convert_type(value, jnp.uint32)
+    return jax.lax.bitcast_convert_type((bits + SHIFT) % ALL_ONES - SHIFT, jnp.float32)
+
+
+def _settle(state: EnvState) -> EnvState:
+    """The same state, its float fields computed once per frame for the whole batch.
+
+    Without this, each output of a batched step (every field, the observation, the reward and
+    flags) would redo the float updates of all four frames: XLA:CPU copies cheap element-wise
+    work into every consumer. As in ``_once``, a remainder (which XLA does not copy) pins them."""
+    return state._replace(**{f: _pin(getattr(state, f)) for f in FLOAT_FIELDS})
+
+
 def reflect(ball_y: jax.Array, below: jax.Array, above: jax.Array) -> jax.Array:
     """Walls: reflect the overshoot."""
     return jnp.where(below, -ball_y, jnp.where(above, f32(2.0) * (HEIGHT - BALL) - ball_y, ball_y))
@@ -222,6 +247,7 @@ def step(
         state = jax.tree_util.tree_map(partial(jnp.where, point), state, after)
         total = jnp.where(point, total, total + reward)
         point = point | scored
+        state = _settle(state)
     state = state._replace(tick=state.tick + 1)
     terminated = (state.score_l >= WIN_SCORE) | (state.score_r >= WIN_SCORE)
     truncated = ~terminated & (state.tick >= MAX_TICKS)

@@ -8,25 +8,25 @@
 pub const FRAMESKIP: usize = 4; // physics frames per agent step (PONG_FRAMESKIP)
 pub const OBS_SIZE: usize = 8;
 
-const WIDTH: f32 = 640.0;
-const HEIGHT: f32 = 480.0;
-const PADDLE_W: f32 = 10.0;
-const PADDLE_H: f32 = 80.0;
-const PADDLE_MARGIN: f32 = 20.0;
-const BALL: f32 = 10.0;
-const PADDLE_SPEED: f32 = 8.0;
-const OPPONENT_SPEED: f32 = 5.0;
-const BALL_SPEED_X: f32 = 8.0;
-const SERVE_MAX_VY: f32 = 4.0;
-const MAX_VY: f32 = 10.0;
-const SPEEDUP: f32 = 1.125;
-const DEFLECT: f32 = 0.125;
-const RETURN_REWARD: f32 = 0.1;
-const WIN_SCORE: i32 = 21;
-const MAX_TICKS: i32 = 10000;
+pub(crate) const WIDTH: f32 = 640.0;
+pub(crate) const HEIGHT: f32 = 480.0;
+pub(crate) const PADDLE_W: f32 = 10.0;
+pub(crate) const PADDLE_H: f32 = 80.0;
+pub(crate) const PADDLE_MARGIN: f32 = 20.0;
+pub(crate) const BALL: f32 = 10.0;
+pub(crate) const PADDLE_SPEED: f32 = 8.0;
+pub(crate) const OPPONENT_SPEED: f32 = 5.0;
+pub(crate) const BALL_SPEED_X: f32 = 8.0;
+pub(crate) const SERVE_MAX_VY: f32 = 4.0;
+pub(crate) const MAX_VY: f32 = 10.0;
+pub(crate) const SPEEDUP: f32 = 1.125;
+pub(crate) const DEFLECT: f32 = 0.125;
+pub(crate) const RETURN_REWARD: f32 = 0.1;
+pub(crate) const WIN_SCORE: i32 = 21;
+pub(crate) const MAX_TICKS: i32 = 10000;
 
-const LEFT_X: f32 = PADDLE_MARGIN;
-const RIGHT_X: f32 = WIDTH - PADDLE_MARGIN - PADDLE_W;
+pub(crate) const LEFT_X: f32 = PADDLE_MARGIN;
+pub(crate) const RIGHT_X: f32 = WIDTH - PADDLE_MARGIN - PADDLE_W;
 
 /// The whole state of one game: the fields of the C struct `Pong`, in its order.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -43,7 +43,7 @@ pub struct Pong {
     pub rng: u32,     // xorshift32 state, never 0
 }
 
-fn next_rng(mut x: u32) -> u32 {
+pub(crate) fn next_rng(mut x: u32) -> u32 {
     x ^= x << 13;
     x ^= x >> 17;
     x ^= x << 5;
