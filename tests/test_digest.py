@@ -3,6 +3,8 @@ isolated-driver boundary."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from conftest import PONG_SPEC
@@ -95,3 +97,33 @@ def test_sweep_is_cut_to_the_time_budget_and_says_so() -> None:
     swept = level.stats["reset_sweep_seeds"]
     assert swept < level.stats["reset_sweep_reduced_from"] and swept & (swept - 1) == 0
     assert f"every seed below {swept} resets identically (cut from" in level.summary
+
+
+def test_a_slow_first_call_does_not_cut_the_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first digest call pays for compiling (here 1.5 s more, as a slow JIT would): the
+    sweep must not be cut on that rate when the warm rate fits the budget."""
+    from conftest import PONG_PORT
+
+    from envforge.backends.jax import JaxDriver
+    from envforge.verify.context import VerifyOptions
+    from envforge.verify.runner import verify
+
+    original = JaxDriver.reset_digest
+    calls: list[int] = []
+
+    def slow_first(self, seeds, block):  # type: ignore[no-untyped-def]
+        calls.append(len(seeds))
+        if len(calls) == 1:
+            time.sleep(1.5)
+        return original(self, seeds, block)
+
+    monkeypatch.setattr(JaxDriver, "reset_digest", slow_first)
+    spec = SPEC.model_copy(
+        update={"verify": SPEC.verify.model_copy(update={"seed_sweep_seconds": 8.0})}
+    )
+    report = verify(spec, PONG_PORT.parent, [1], VerifyOptions(scale=0.125, isolate=False))
+    [level] = report.levels
+    assert level.status == "pass", level.summary
+    assert "reset_sweep_reduced_from" not in level.stats, level.stats
+    assert level.stats["reset_sweep_seeds"] == 1 << 22 and sum(calls) == 1 << 22
+    assert calls[1] < calls[2] == 1 << 20  # the second call was sized by the first's rate

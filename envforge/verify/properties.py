@@ -245,6 +245,13 @@ def sweep_size(ctx: VerifyContext) -> int:
     return default_sweep(ctx.spec, ctx.options.scale)
 
 
+def _sweep_call_size(seeds: float) -> int:
+    """The largest power-of-two number of whole digest blocks not above ``seeds``, between one
+    block and ``SWEEP_CHUNK``."""
+    blocks = max(1, int(seeds) // SWEEP_BLOCK)
+    return min(SWEEP_CHUNK, SWEEP_BLOCK << (blocks.bit_length() - 1))
+
+
 def check_reset_sweep(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any]]:
     """Every seed in ``[0, N)`` must reset to the reference's state (``replicate`` mode).
 
@@ -266,9 +273,9 @@ def check_reset_sweep(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any
     fetched = 0
     start = 0
     best_rate = float("inf")
+    size, calls = SWEEP_BLOCK, 0
     with ThreadPoolExecutor(2) as pool:
         while start < total:
-            size = SWEEP_BLOCK if start == 0 else SWEEP_CHUNK
             chunk_start = time.perf_counter()
             seeds = np.arange(start, min(total, start + size), dtype=np.uint64).astype(np.uint32)
             ref_f = pool.submit(ctx.ref.reset_digest, seeds, SWEEP_BLOCK)
@@ -285,21 +292,32 @@ def check_reset_sweep(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any
                     stats.update(reset_sweep_seeds=int(block[0]) + len(block))
                     return finding, stats
             start += len(seeds)
+            calls += 1
             rate = (time.perf_counter() - chunk_start) / len(seeds)
+            size = SWEEP_CHUNK
             if ctx.options.seed_sweep is None and start < total:
-                # Keep within the time budget. The first two calls are no guide to the rate
-                # (call overhead; a JAX driver compiling each new batch size), so after them
-                # only a sweep whose next chunk alone would not fit is cut; from then on the
-                # best rate seen so far judges the rest.
+                # Keep within the time budget. The first call is no guide to the rate (call
+                # overhead; a JAX driver compiling): it cuts nothing unless the budget is already
+                # spent, but the next call is kept to what half the budget left would allow even
+                # at that rate (a slow Python reference is then measured on a real chunk). After
+                # the second call only a sweep whose next chunk alone would not fit is cut (that
+                # call may have compiled another batch size too); from then on the best rate
+                # seen so far judges the rest.
                 elapsed = time.perf_counter() - start_time
                 budget = ctx.spec.verify.seed_sweep_seconds
-                if start > SWEEP_BLOCK + SWEEP_CHUNK:
-                    best_rate = min(best_rate, rate)
-                    ahead = total - start
+                if calls == 1:
+                    fits = start if elapsed >= budget else total
+                    size = _sweep_call_size((budget - elapsed) / 2 / max(rate, 1e-12))
                 else:
-                    best_rate, ahead = rate, min(total - start, SWEEP_CHUNK)
-                if elapsed + best_rate * ahead > budget:
-                    fits = start + max(0, int((budget - elapsed) / best_rate))
+                    if calls > 2:
+                        best_rate = min(best_rate, rate)
+                        ahead = total - start
+                    else:
+                        best_rate, ahead = rate, min(total - start, SWEEP_CHUNK)
+                    fits = total
+                    if elapsed + best_rate * ahead > budget:
+                        fits = start + max(0, int((budget - elapsed) / best_rate))
+                if fits < total:
                     stats.setdefault("reset_sweep_reduced_from", total)
                     total = max(start, 1 << (fits.bit_length() - 1))
     stats.update(
