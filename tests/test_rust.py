@@ -81,7 +81,11 @@ def test_simd_lanes_match_the_c_reference_on_extreme_states(pong_spec, pong_c, s
     from states full of NaN, infinities, signed zeros, denormals and field edges, must do what
     the C reference does (NaN equal to NaN: compilers may commute the operands of an add)."""
     rust = RustDriver(pong_spec, PONG, strict_float=strict)
-    c = pong_c if strict else CDriver(pong_spec, ROOT / "references/pong/pong.c", strict_float=False)
+    c = (
+        pong_c
+        if strict
+        else CDriver(pong_spec, ROOT / "references/pong/pong.c", strict_float=False)
+    )
     n = 8 * 6 + 5
     rng = np.random.default_rng(3)
     specials = np.float32(
@@ -131,6 +135,33 @@ def test_the_evaluation_path_plays_the_same_episodes(pong_spec, pong_rust, pong_
     on_c = run_episodes(pong_c, pong_spec, random_action_fn(pong_spec, 1), seeds, **kw)
     assert np.array_equal(on_rust.returns, on_c.returns)
     assert np.array_equal(on_rust.lengths, on_c.lengths) and on_rust.steps > 0
+
+
+@pytest.mark.parametrize("crate", [PONG, CARTPOLE])
+def test_reset_where_resets_only_the_ended_envs(crate: Path) -> None:
+    """The bench's auto-reset: env i is reset from seeds[i] where done[i], the rest untouched."""
+    spec = spec_for_name(crate.parent.name)
+    batch_class = RustDriver(spec, crate).module.EnvBatch
+    n = 9
+    batch = batch_class(n)
+    batch.reset(np.arange(n, dtype=np.uint32))
+    obs = np.zeros((n, *spec.observation.shape), np.float32)
+    buffers = (obs, np.zeros(n, np.float32), np.zeros(n, bool), np.zeros(n, bool))
+    for _ in range(5):
+        batch.step(np.ones(n, np.int32), *buffers)
+    before = batch.get_state()
+    done = np.arange(n) % 3 == 0
+    seeds = np.arange(100, 100 + n, dtype=np.uint32)
+    batch.reset_where(done, seeds)
+    after = batch.get_state()
+    fresh = batch_class(n)
+    fresh.reset(seeds)
+    reset = fresh.get_state()
+    for name, value in after.items():
+        np.testing.assert_array_equal(value[done], reset[name][done], err_msg=name)
+        np.testing.assert_array_equal(value[~done], before[name][~done], err_msg=name)
+    with pytest.raises(ValueError, match="done"):
+        batch.reset_where(done[:-1], seeds)
 
 
 def test_the_batch_checks_its_buffers(pong_rust) -> None:  # type: ignore[no-untyped-def]

@@ -10,6 +10,7 @@ Port contract: the extension module (named by the crate's ``[lib] name``) expose
     observe(obs)                                   # writes observations of the current envs
     get_state() -> dict[str, ndarray[n, ...]]      # canonical state, the spec's names/dtypes
     set_state(fields: dict[str, ndarray[n, ...]])  # resizes the batch to n and loads it
+    reset_where(done: bool[n], seeds: uint32[n])   # optional (bench auto-reset): reset where done
 
 The driver loads the given state, steps once and reads the state back (pure from the caller's
 view). ``strict_float`` asks the port to set flush-to-zero/denormals-are-zero while it computes,

@@ -2,6 +2,7 @@
 //!
 //! Python sees one class, `EnvBatch(num_envs, strict_float=False)`:
 //!   reset(seeds: uint32[n])                          resizes the batch to n and resets it
+//!   reset_where(done: bool[n], seeds: uint32[n])     resets env i from seeds[i] where done[i]
 //!   step(actions: int32[n], obs: float32[n, 8], reward: float32[n],
 //!        terminated: bool[n], truncated: bool[n])    steps every env, writes into the buffers
 //!   observe(obs: float32[n, 8])
@@ -150,6 +151,40 @@ impl EnvBatch {
                     let _mode = FlushDenormals::enter(strict);
                     for (env, &seed) in envs.iter_mut().zip(seeds) {
                         env.reset(seed);
+                    }
+                })
+        });
+        Ok(())
+    }
+
+    /// Resets the envs whose `done` is true, env `i` from `seeds[i]` (the others are left as
+    /// they are): the auto-reset of a training loop, in one call.
+    fn reset_where(
+        &mut self,
+        py: Python<'_>,
+        done: PyReadonlyArray1<'_, bool>,
+        seeds: PyReadonlyArray1<'_, u32>,
+    ) -> PyResult<()> {
+        let n = self.envs.len();
+        let done = done.as_slice().map_err(|e| field_error("done", e))?;
+        let seeds = seeds.as_slice().map_err(|e| field_error("seeds", e))?;
+        expect_len("done", done.len(), n)?;
+        expect_len("seeds", seeds.len(), n)?;
+        let (envs, strict) = (&mut self.envs, self.strict_float);
+        let chunk = chunk_size(n);
+        py.detach(|| {
+            (
+                envs.par_chunks_mut(chunk),
+                done.par_chunks(chunk),
+                seeds.par_chunks(chunk),
+            )
+                .into_par_iter()
+                .for_each(|(envs, done, seeds)| {
+                    let _mode = FlushDenormals::enter(strict);
+                    for ((env, &d), &seed) in envs.iter_mut().zip(done).zip(seeds) {
+                        if d {
+                            env.reset(seed);
+                        }
                     }
                 })
         });
