@@ -25,9 +25,15 @@ def tool_directories() -> list[str]:
 
 
 def child_environment(scratch: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The host environment without credentials, with HOME and TMPDIR in the scratch dir."""
+    """The host environment without credentials, with HOME and TMPDIR in the scratch dir.
+
+    The Rust build cache is named explicitly: its default lives under HOME, which the child
+    sees as the scratch dir, and a child that looked there would find no vendored crates and,
+    having no network, fail to fetch them."""
     env = command_environment()
     env.update(_common(scratch, env.get("PATH", "/usr/bin:/bin")))
+    root, _, vendor = host_rust_cache()
+    env.update(ENVFORGE_RUST_CACHE=str(root), ENVFORGE_RUST_VENDOR=str(vendor))
     env.update(extra or {})
     return env
 

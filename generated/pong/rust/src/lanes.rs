@@ -163,27 +163,23 @@ mod sse {
     #[target_feature(enable = "sse4.1")]
     #[inline]
     fn floats(envs: &[Pong; LANES], field: impl Fn(&Pong) -> f32) -> F {
-        {
-            _mm_setr_ps(
-                field(&envs[0]),
-                field(&envs[1]),
-                field(&envs[2]),
-                field(&envs[3]),
-            )
-        }
+        _mm_setr_ps(
+            field(&envs[0]),
+            field(&envs[1]),
+            field(&envs[2]),
+            field(&envs[3]),
+        )
     }
 
     #[target_feature(enable = "sse4.1")]
     #[inline]
     fn ints(envs: &[Pong; LANES], field: impl Fn(&Pong) -> i32) -> I {
-        {
-            _mm_setr_epi32(
-                field(&envs[0]),
-                field(&envs[1]),
-                field(&envs[2]),
-                field(&envs[3]),
-            )
-        }
+        _mm_setr_epi32(
+            field(&envs[0]),
+            field(&envs[1]),
+            field(&envs[2]),
+            field(&envs[3]),
+        )
     }
 
     #[target_feature(enable = "sse4.1")]
@@ -314,6 +310,7 @@ mod sse {
         truncated: &mut [bool],
     ) {
         let envs: &mut [Pong; LANES] = envs.try_into().expect("a block holds LANES games");
+        let actions: &[i32; LANES] = actions.try_into().expect("one action per game");
         let mut block = Block {
             paddle_yl: floats(envs, |e| e.paddle_yl),
             paddle_yr: floats(envs, |e| e.paddle_yr),
