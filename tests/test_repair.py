@@ -228,3 +228,35 @@ def test_translate_command_replays_a_recorded_run(tmp_path: Path) -> None:
     assert replayed["cost_usd"] == recorded["cost_usd"]
     assert Decimal(str(replayed["cost_usd"])) == Decimal("0.009")  # 2 x (1000*3 + 100*15) / 1e6
     assert replayed["iterations"] == recorded["iterations"]
+
+
+def test_a_landing_killed_half_way_leaves_a_folder_envforge_can_land_in_again(
+    tmp_path: Path,
+) -> None:
+    """A batch killed while landing a port must resume: `out` is never left part-written
+    without PROVENANCE.md (check_out_dir would refuse it as not envforge's)."""
+    from envforge.repair.workspace import PROVENANCE, check_out_dir, land_atomically
+
+    out = tmp_path / "generated" / "pong" / "jax-x"
+
+    def write(text: str):  # type: ignore[no-untyped-def]
+        def fill(folder: Path) -> None:
+            folder.mkdir(parents=True)
+            (folder / "pong.py").write_text(text)
+
+        return fill
+
+    def dies_half_way(folder: Path) -> None:
+        write("half")(folder)
+        raise KeyboardInterrupt  # as if killed before PROVENANCE.md was written
+
+    with pytest.raises(KeyboardInterrupt):
+        land_atomically(out, dies_half_way, "p0")
+    check_out_dir(out)  # nothing foreign was left at `out`
+    land_atomically(out, write("first"), "p1")
+    with pytest.raises(KeyboardInterrupt):
+        land_atomically(out, dies_half_way, "p2")
+    assert (out / "pong.py").read_text() == "first" and (out / PROVENANCE).read_text() == "p1"
+    land_atomically(out, write("second"), "p3")
+    assert (out / "pong.py").read_text() == "second" and (out / PROVENANCE).read_text() == "p3"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["jax-x"]  # leftovers cleared

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from envforge.agents.model import Model, one_line
 from envforge.batch.gate import Channel, Gate, ProgressUpdate
@@ -24,7 +25,7 @@ from envforge.repair.job import TranslateJob, TranslateOutcome, run_translate_jo
 from envforge.repair.orchestrate import Iteration, Measurer, Verifier
 from envforge.repair.provenance import RunIdentity, provenance_markdown
 from envforge.repair.throughput import measure_isolated
-from envforge.repair.workspace import PROVENANCE, check_out_dir
+from envforge.repair.workspace import land_atomically
 from envforge.sandbox.select import open_sandbox
 from envforge.verify.runner import verify
 
@@ -151,14 +152,14 @@ def land(plan: JobPlan, returned: JobReturn) -> JobOutcome:
     if not returned.port_files:
         return outcome
     out = plan.out
-    try:
-        check_out_dir(out)
-        if out.exists():
-            shutil.rmtree(out)
+
+    def fill(folder: Path) -> None:
         for rel, data in returned.port_files.items():
-            (out / rel).parent.mkdir(parents=True, exist_ok=True)
-            (out / rel).write_bytes(data)
-        (out / PROVENANCE).write_text(returned.provenance)
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_bytes(data)
+
+    try:
+        land_atomically(out, fill, returned.provenance)
     except (EnvforgeError, OSError) as e:
         message = f"{outcome.message}; could not land the port in {out}: {one_line(e)}"
         return replace(outcome, state="error", message=message)

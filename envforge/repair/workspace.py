@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,8 +115,31 @@ def check_out_dir(out: Path) -> None:
 
 def land(workspace: RunWorkspace, out: Path, provenance: str) -> None:
     """Copy the port to ``out`` (replacing an earlier envforge output there) with PROVENANCE.md."""
+
+    def fill(folder: Path) -> None:
+        shutil.copytree(workspace.port_dir, folder, ignore=_ignore_caches)
+
+    land_atomically(out, fill, provenance)
+
+
+def land_atomically(out: Path, fill: Callable[[Path], None], provenance: str) -> None:
+    """Put a port at ``out`` so that a kill at any moment leaves either the earlier envforge
+    output or the new one there, each with its PROVENANCE.md, never a part-written folder
+    (which ``check_out_dir`` would then refuse, and a resumed batch with it).
+
+    ``fill(folder)`` writes the port into a new folder beside ``out``; PROVENANCE.md is added
+    and the folder renamed into place (an earlier output is renamed away first, then removed).
+    Leftovers of a killed landing are hidden dot-folders, cleared by the next landing."""
     check_out_dir(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.parent / f".{out.name}.landing"
+    replaced = out.parent / f".{out.name}.replaced"
+    for leftover in (staging, replaced):
+        if leftover.exists():
+            shutil.rmtree(leftover)
+    fill(staging)
+    (staging / PROVENANCE).write_text(provenance)
     if out.exists():
-        shutil.rmtree(out)
-    shutil.copytree(workspace.port_dir, out, ignore=_ignore_caches)
-    (out / PROVENANCE).write_text(provenance)
+        out.rename(replaced)
+    staging.rename(out)
+    shutil.rmtree(replaced, ignore_errors=True)
