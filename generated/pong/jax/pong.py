@@ -132,8 +132,8 @@ def _once(*flags: jax.Array) -> tuple[jax.Array, ...]:
 
 
 FLOAT_FIELDS = ("paddle_yl", "paddle_yr", "ball_x", "ball_y", "ball_vx", "ball_vy")
-ALL_ONES = jnp.uint32(0xFFFFFFFF)
-SHIFT = jnp.uint32(0x80000001)
+ALL_ONES = np.uint32(0xFFFFFFFF)
+SHIFT = np.uint32(0x80000001)
 
 
 def _pin(value: jax.Array) -> jax.Array:
