@@ -13,8 +13,11 @@ so its ended envs keep stepping, and its rows say so.
 
 from __future__ import annotations
 
+import itertools
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -43,42 +46,39 @@ def measure_rust(
         for n in settings.batch_sizes:
             batch = batch_class(n, settings.strict_float)
             batch.reset(np.arange(n, dtype=np.uint32))
-            obs = np.zeros((n, *spec.observation.shape), np.float32)
-            batch.observe(obs)
-            reward = np.zeros(n, np.float32)
-            terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
-            drawn = [random_actions(spec, rng, n) for _ in range(16)]
-            fresh = [rng.integers(0, 2**32, n, dtype=np.uint32) for _ in range(16)]
-            auto_reset = hasattr(batch, "reset_where")
-            tick, resets = [0], [0]
-
-            def act(
-                obs: np.ndarray = obs, drawn: list = drawn, tick: list = tick, policy: str = policy
-            ) -> np.ndarray:
-                if policy == "mlp":
-                    return mlp_actions(spec, params, obs)
-                tick[0] += 1
-                return drawn[tick[0] % 16]
-
-            done = np.zeros(n, bool)
-
-            def call(
-                batch: object = batch,
-                act: object = act,
-                buffers: tuple = (obs, reward, terminated, truncated),
-                done: np.ndarray = done,
-                fresh: list = fresh,
-                resets: list = resets,
-                auto_reset: bool = auto_reset,
-            ) -> None:
-                batch.step(act(), *buffers)  # type: ignore[attr-defined, operator]
-                if auto_reset:
-                    np.logical_or(buffers[2], buffers[3], out=done)
-                    resets[0] += 1
-                    batch.reset_where(done, fresh[resets[0] % 16])  # type: ignore[attr-defined]
-
+            call = stepper(spec, batch, n, policy, params, rng)
             wall, cpu = timed_runs(call, n, settings.repeats, settings.min_run_s)
-            note = "" if auto_reset else NOTE
+            note = "" if hasattr(batch, "reset_where") else NOTE
             out.append(Measurement(label, "port", policy, n, wall, cpu, build_s, note=note))
     driver.close()
     return out
+
+
+def stepper(
+    spec: EnvSpec,
+    batch: Any,
+    n: int,
+    policy: str,
+    params: dict[str, np.ndarray],
+    rng: np.random.Generator,
+) -> Callable[[], None]:
+    """One training-loop step of ``batch``: act, step into preallocated buffers, reset the envs
+    whose episode ended (when the port has ``reset_where``)."""
+    obs = np.zeros((n, *spec.observation.shape), np.float32)
+    batch.observe(obs)
+    reward = np.zeros(n, np.float32)
+    terminated, truncated, done = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
+    drawn = [random_actions(spec, rng, n) for _ in range(16)]
+    fresh = [rng.integers(0, 2**32, n, dtype=np.uint32) for _ in range(16)]
+    auto_reset = hasattr(batch, "reset_where")
+    ticks = itertools.count(1)
+
+    def call() -> None:
+        k = next(ticks) % 16
+        actions = mlp_actions(spec, params, obs) if policy == "mlp" else drawn[k]
+        batch.step(actions, obs, reward, terminated, truncated)
+        if auto_reset:
+            np.logical_or(terminated, truncated, out=done)
+            batch.reset_where(done, fresh[k])
+
+    return call

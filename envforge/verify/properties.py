@@ -309,11 +309,8 @@ def check_reset_sweep(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any
                     fits = start if elapsed >= budget else total
                     size = _sweep_call_size((budget - elapsed) / 2 / max(rate, 1e-12))
                 else:
-                    if calls > 2:
-                        best_rate = min(best_rate, rate)
-                        ahead = total - start
-                    else:
-                        best_rate, ahead = rate, min(total - start, SWEEP_CHUNK)
+                    best_rate = rate if calls == 2 else min(best_rate, rate)
+                    ahead = total - start if calls > 2 else min(total - start, SWEEP_CHUNK)
                     fits = total
                     if elapsed + best_rate * ahead > budget:
                         fits = start + max(0, int((budget - elapsed) / best_rate))

@@ -28,26 +28,32 @@ mod sse {
     #[target_feature(enable = "sse4.1")]
     #[inline]
     fn splat(v: f32) -> F {
-        // SAFETY: SSE2 is part of the x86-64 baseline.
         _mm_set1_ps(v)
     }
 
-    #[target_feature(enable = "sse4.1")]
-    #[inline]
-    fn add(a: F, b: F) -> F {
-        _mm_add_ps(a, b)
+    /// Two-operand lane-wise operations, named for what they compute.
+    macro_rules! binary {
+        ($($(#[$doc:meta])* $name:ident = $intrinsic:ident;)*) => {$(
+            $(#[$doc])*
+            #[target_feature(enable = "sse4.1")]
+            #[inline]
+            fn $name(a: F, b: F) -> F {
+                $intrinsic(a, b)
+            }
+        )*};
     }
 
-    #[target_feature(enable = "sse4.1")]
-    #[inline]
-    fn sub(a: F, b: F) -> F {
-        _mm_sub_ps(a, b)
-    }
-
-    #[target_feature(enable = "sse4.1")]
-    #[inline]
-    fn mul(a: F, b: F) -> F {
-        _mm_mul_ps(a, b)
+    binary! {
+        add = _mm_add_ps;
+        sub = _mm_sub_ps;
+        mul = _mm_mul_ps;
+        /// `a < b` as a mask (false on NaN, as the scalar compare).
+        lt = _mm_cmplt_ps;
+        gt = _mm_cmpgt_ps;
+        ge = _mm_cmpge_ps;
+        le = _mm_cmple_ps;
+        and = _mm_and_ps;
+        or = _mm_or_ps;
     }
 
     /// `-a`: flips the sign bit, as Rust's and C's unary minus do.
@@ -55,42 +61,6 @@ mod sse {
     #[inline]
     fn neg(a: F) -> F {
         _mm_xor_ps(a, _mm_set1_ps(-0.0))
-    }
-
-    #[target_feature(enable = "sse4.1")]
-    #[inline]
-    fn lt(a: F, b: F) -> F {
-        _mm_cmplt_ps(a, b)
-    }
-
-    #[target_feature(enable = "sse4.1")]
-    #[inline]
-    fn gt(a: F, b: F) -> F {
-        _mm_cmpgt_ps(a, b)
-    }
-
-    #[target_feature(enable = "sse4.1")]
-    #[inline]
-    fn ge(a: F, b: F) -> F {
-        _mm_cmpge_ps(a, b)
-    }
-
-    #[target_feature(enable = "sse4.1")]
-    #[inline]
-    fn le(a: F, b: F) -> F {
-        _mm_cmple_ps(a, b)
-    }
-
-    #[target_feature(enable = "sse4.1")]
-    #[inline]
-    fn and(a: F, b: F) -> F {
-        _mm_and_ps(a, b)
-    }
-
-    #[target_feature(enable = "sse4.1")]
-    #[inline]
-    fn or(a: F, b: F) -> F {
-        _mm_or_ps(a, b)
     }
 
     /// `a & !b` on masks.
@@ -110,10 +80,7 @@ mod sse {
     #[target_feature(enable = "sse4.1")]
     #[inline]
     fn pick_int(mask: F, a: I, b: I) -> I {
-        {
-            let m = _mm_castps_si128(mask);
-            _mm_or_si128(_mm_and_si128(m, a), _mm_andnot_si128(m, b))
-        }
+        _mm_blendv_epi8(b, a, _mm_castps_si128(mask))
     }
 
     /// `v < lo ? lo : (v > hi ? hi : v)`, the scalar `clampf` (NaN passes through).
@@ -367,24 +334,37 @@ mod sse {
 #[cfg(target_arch = "x86_64")]
 pub use sse::LANES;
 
-/// `Pong::step` for `LANES` games at once: `envs`, `actions` and the outputs hold `LANES` each.
-/// Four games in SSE4.1 registers where the CPU has them (checked once, cached by std), else one
-/// after another with the scalar step.
-pub fn step_block(
+/// `Pong::step` for every game of `envs` (`actions` and the outputs hold one per game): whole
+/// blocks of `LANES` in SSE4.1 registers where the CPU has them, the rest (or all, without
+/// SSE4.1) one after another with the scalar step.
+pub fn step_all(
     envs: &mut [crate::pong::Pong],
     actions: &[i32],
     reward: &mut [f32],
     terminated: &mut [bool],
     truncated: &mut [bool],
 ) {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+    let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("sse4.1") {
-        // SAFETY: the CPU has SSE4.1, the only target feature `sse::step_block` needs.
-        unsafe { sse::step_block(envs, actions, reward, terminated, truncated) };
-        return;
+        done = envs.len() / LANES * LANES;
+        for start in (0..done).step_by(LANES) {
+            let end = start + LANES;
+            // SAFETY: the CPU has SSE4.1, the only target feature `sse::step_block` needs.
+            unsafe {
+                sse::step_block(
+                    &mut envs[start..end],
+                    &actions[start..end],
+                    &mut reward[start..end],
+                    &mut terminated[start..end],
+                    &mut truncated[start..end],
+                )
+            };
+        }
     }
-    for (i, env) in envs.iter_mut().enumerate() {
-        let (r, term, trunc) = env.step(actions[i]);
+    for i in done..envs.len() {
+        let (r, term, trunc) = envs[i].step(actions[i]);
         reward[i] = r;
         terminated[i] = term;
         truncated[i] = trunc;

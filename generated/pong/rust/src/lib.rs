@@ -9,7 +9,7 @@
 //!   get_state() -> dict[str, ndarray[n]]             the canonical state of references/pong
 //!   set_state(fields: dict[str, ndarray[n]])         resizes the batch to n and loads it
 //! Environments are stepped in parallel with rayon (about four chunks per thread), with the GIL released
-//! and nothing allocated inside `step`; within a chunk, eight at a time in SIMD lanes (`lanes.rs`).
+//! and nothing allocated inside `step`; within a chunk, four at a time in SIMD lanes (`lanes.rs`).
 
 mod float_mode;
 mod lanes;
@@ -22,7 +22,7 @@ use pyo3::types::PyDict;
 use rayon::prelude::*;
 
 use float_mode::FlushDenormals;
-use lanes::{step_block, LANES};
+use lanes::{step_all, LANES};
 use pong::{Pong, OBS_SIZE};
 
 /// Fewest envs per rayon task: below this, scheduling costs more than stepping.
@@ -231,24 +231,7 @@ impl EnvBatch {
                 .into_par_iter()
                 .for_each(|(envs, actions, obs, reward, terminated, truncated)| {
                     let _mode = FlushDenormals::enter(strict);
-                    // whole blocks of LANES games side by side, the rest one at a time
-                    let blocks = envs.len() / LANES * LANES;
-                    for start in (0..blocks).step_by(LANES) {
-                        let end = start + LANES;
-                        step_block(
-                            &mut envs[start..end],
-                            &actions[start..end],
-                            &mut reward[start..end],
-                            &mut terminated[start..end],
-                            &mut truncated[start..end],
-                        );
-                    }
-                    for i in blocks..envs.len() {
-                        let (r, term, trunc) = envs[i].step(actions[i]);
-                        reward[i] = r;
-                        terminated[i] = term;
-                        truncated[i] = trunc;
-                    }
+                    step_all(envs, actions, reward, terminated, truncated);
                     for (env, out) in envs.iter().zip(obs.chunks_exact_mut(OBS_SIZE)) {
                         env.observe(out);
                     }
