@@ -50,6 +50,44 @@ def test_swapped_rows_and_cancelling_changes_are_seen() -> None:
     assert (state_digests(SPEC, moved, 64) != state_digests(SPEC, states, 64)).all()
 
 
+def test_every_byte_of_every_dtype_and_shape_counts() -> None:
+    """Fields of 1, 4 and 8 bytes, scalar and shaped, strided or not: one flipped bit anywhere
+    changes its row's block, and a strided view hashes like its contiguous copy."""
+    from envforge.spec import StateField
+
+    fields = [
+        StateField(name="flag", dtype="bool"),
+        StateField(name="small", dtype="uint8", shape=(3,)),
+        StateField(name="wide", dtype="float64", shape=(2,)),
+        StateField(name="count", dtype="int64"),
+        StateField(name="f", dtype="float32"),
+    ]
+    spec = SPEC.model_copy(update={"state": fields})
+    rng = np.random.default_rng(1)
+    n = 3000
+    rec = np.zeros(
+        n,
+        [("flag", "?"), ("small", "u1", (3,)), ("wide", "f8", (2,)), ("count", "i8"), ("f", "f4")],
+    )
+    rec["small"] = rng.integers(0, 256, (n, 3))
+    rec["wide"] = rng.normal(size=(n, 2))
+    rec["count"] = rng.integers(-(2**62), 2**62, n)
+    rec["f"] = rng.normal(size=n)
+    views = {f.name: rec[f.name] for f in fields}
+    base = state_digests(spec, views, 500)
+    copies = {k: np.ascontiguousarray(v) for k, v in views.items()}
+    assert (state_digests(spec, copies, 500) == base).all()
+    for name, index in (("flag", 10), ("small", (1200, 2)), ("wide", (2999, 1)), ("count", 7)):
+        changed = {k: v.copy() for k, v in copies.items()}
+        value = changed[name]
+        if value.dtype == bool:
+            value[index] = ~value[index]
+        else:
+            value.view(f"u{value.dtype.itemsize}")[index] ^= 1 << (8 * value.dtype.itemsize - 1)
+        row = index if isinstance(index, int) else index[0]
+        assert np.flatnonzero(state_digests(spec, changed, 500) != base).tolist() == [row // 500]
+
+
 def test_short_last_block_and_empty_batch() -> None:
     states = random_states(10)
     assert state_digests(SPEC, states, 4).shape == (3,)
