@@ -221,13 +221,7 @@ impl EnvBatch {
                 .into_par_iter()
                 .for_each(|(envs, actions, obs, reward, terminated, truncated)| {
                     let _mode = FlushDenormals::enter(strict);
-                    for (i, env) in envs.iter_mut().enumerate() {
-                        let (r, term, trunc) = env.step(actions[i]);
-                        env.observe(&mut obs[i * OBS_SIZE..(i + 1) * OBS_SIZE]);
-                        reward[i] = r;
-                        terminated[i] = term;
-                        truncated[i] = trunc;
-                    }
+                    cartpole::step_all(envs, actions, obs, reward, terminated, truncated);
                 })
         });
         Ok(())
