@@ -89,8 +89,9 @@ def main() -> int:
         "",
         f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB RAM, "
         f"{platform.system()} {platform.release()}, Python {platform.python_version()}. "
-        f"Measured copy bandwidth {machine['bandwidth_gbs']:.1f} GB/s and float32 matmul "
-        f"{machine['peak_gflops']:.0f} GFLOP/s (the ceiling's inputs). "
+        "The ceiling's inputs, copy bandwidth and float32 matmul FLOP/s, are measured before "
+        "and after each env's run and the better of the two is used (they are listed under "
+        "each env: on this shared VM a single measurement has ranged over 2x the same day). "
         f"Load average (1 / 5 / 15 min) {load_line}. "
         "The machine is shared with other work, so a load above the core count means the "
         "numbers below are lower than a quiet machine would give.",

@@ -17,10 +17,12 @@ from envforge.bench.ceiling import (
     _jaxpr_ops,
     ceiling_sps,
     fused_instruction_count,
+    limits,
     step_cost,
 )
 from envforge.bench.measure import BenchSettings, Measurement, timed_runs
 from envforge.bench.report import BenchReport
+from envforge.bench.suite import best_limits
 from envforge.locate import default_port, spec_for_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,6 +190,23 @@ def test_bench_cli_end_to_end_json() -> None:
     assert {"C loop (reference)", "jax port"} <= names
     assert all(m["sps"] and m["sps"] > 0 for m in data["measurements"])
     assert data["machine"]["bandwidth_gbs"] > 0 and data["step_cost"]["ops_per_step"] > 0
+    for key in ("bandwidth_gbs", "peak_gflops"):  # measured before and after, the best kept
+        seen = data["machine"][f"{key}_measured"]
+        assert len(seen) == 2 and data["machine"][key] == max(seen)
+
+
+def test_ceiling_uses_the_better_of_two_machine_measurements() -> None:
+    before = Machine("cpu", 2, 1.0, 10.0, 300.0, (0.5, 0.5, 0.5)).to_dict()
+    after = Machine("cpu", 2, 1.0, 20.0, 100.0, (3.0, 3.0, 3.0)).to_dict()
+    machine = best_limits(before, after)
+    assert machine["bandwidth_gbs"] == 20.0 and machine["peak_gflops"] == 300.0
+    assert machine["load_before"] == (0.5, 0.5, 0.5)
+    cost = StepCost(40, 32, 132, 500.0, 0, 1000.0).to_dict()
+    rows = [Measurement("jax port", "port", "random", 64, [5e6])]
+    report = BenchReport("pong", "pong.c", {}, machine, "today", "cmd", rows, cost)
+    (row,) = report.summaries()
+    assert row.ceiling_sps == pytest.approx(min(20e9 / 132, 300e9 / 500))
+    assert "20.0 GB/s copy bandwidth (best of 10.0 and 20.0" in limits(machine)
 
 
 def test_bench_cli_rejects_bad_flags() -> None:

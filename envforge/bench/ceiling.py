@@ -49,6 +49,9 @@ class Machine:
     peak_gflops: float
     """Best measured float32 matmul throughput (1e9 FLOP/s)."""
     load_before: tuple[float, float, float]
+    bandwidth_gbs_measured: list[float] | None = None
+    """Each measurement of ``bandwidth_gbs`` where there were several (the best is used)."""
+    peak_gflops_measured: list[float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,6 +105,23 @@ def measure_peak_flops(n: int = 2048, repeats: int = 5) -> float:
         a @ b
         best = max(best, 2 * n**3 / (time.perf_counter() - start))
     return best / 1e9
+
+
+def limits(machine: dict[str, Any]) -> str:
+    """The machine's measured limits, with the individual measurements where there are two."""
+    parts = []
+    for key, unit, fmt in (
+        ("bandwidth_gbs", "GB/s copy bandwidth", ".1f"),
+        ("peak_gflops", "GFLOP/s float32 matmul", ".0f"),
+    ):
+        text = f"{machine[key]:{fmt}} {unit}"
+        seen = machine.get(f"{key}_measured")
+        if seen:
+            text += (
+                f" (best of {' and '.join(f'{v:{fmt}}' for v in seen)}, before and after the run)"
+            )
+        parts.append(text)
+    return ", ".join(parts)
 
 
 def measure_machine() -> Machine:

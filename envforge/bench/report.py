@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from envforge.bench.ceiling import Machine, StepCost, ceiling_sps
+from envforge.bench.ceiling import Machine, StepCost, ceiling_sps, limits
 from envforge.bench.measure import Measurement
 
 TARGET_RATIO = {"c": 2.0, "gymnasium": 500.0, "python": 500.0}
@@ -210,7 +210,7 @@ class BenchReport:
         m = self.machine
         console.print(
             f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; "
-            f"copy bandwidth {m['bandwidth_gbs']:.1f} GB/s, matmul {m['peak_gflops']:.0f} GFLOP/s; "
+            f"{limits(m)}; "
             f"load before {m['load_before'][0]:.2f}"
         )
         console.print(self.sps_table())
