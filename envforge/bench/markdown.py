@@ -103,7 +103,8 @@ def section(report: BenchReport, plot: str | None = None) -> str:
     ]
     if cost:
         lines += [
-            f"Ceiling inputs: {limits(report.machine)}; {cost['bytes_per_step']} bytes moved per env step "
+            f"Ceiling inputs: {limits(report.machine)}; "
+            f"{cost['bytes_per_step']} bytes moved per env step "
             f"(state {cost['state_bytes']} B read and written, obs {cost['obs_bytes']} B), "
             f"{cost['ops_per_step']:.0f} ops per env step counted from the port's jaxpr "
             f"({cost['transcendentals']} transcendental), MLP policy {cost['mlp_ops']:.0f} ops. "
