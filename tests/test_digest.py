@@ -88,6 +88,38 @@ def test_every_byte_of_every_dtype_and_shape_counts() -> None:
         assert np.flatnonzero(state_digests(spec, changed, 500) != base).tolist() == [row // 500]
 
 
+@pytest.mark.parametrize("side", ["c fast", "c strict", "jax"])
+def test_native_digests_are_the_numpy_digests(side: str) -> None:
+    """The C shim and the JAX driver hash their resets where they make them (no state leaves
+    C or XLA); the digests must be exactly what ``state_digests`` gives for the same states,
+    for whole blocks and for a short last block (where the JAX driver falls back to numpy)."""
+    from envforge.backends.base import canonicalize
+    from envforge.backends.recipe import build_driver, port_recipe
+
+    if side == "jax":
+        driver = build_driver(port_recipe(SPEC, SPEC.root.parents[1] / "generated/pong/jax"))
+    else:
+        driver = build_driver(reference_recipe(SPEC, side == "c strict"))
+    seeds = np.arange(3, 3 + 8192, dtype=np.uint32) * np.uint32(2654435761)
+    for n, block in ((8192, 1024), (5000, 1024)):
+        got = driver.reset_digest(seeds[:n], block)
+        want = state_digests(SPEC, canonicalize(SPEC, driver.reset(seeds[:n]), "x", "reset"), block)
+        assert got.shape == want.shape and (got == want).all()
+    native = driver._native_digest is not None if side != "jax" else driver._native
+    assert native
+
+
+def test_c_shim_hashes_natively_only_fields_stored_as_their_spec_dtype() -> None:
+    from envforge.backends.c import _digest_shim, parse_struct
+
+    members = parse_struct((SPEC.root / "pong.c").read_text(), "Pong")
+    assert "envforge_reset_digest" in _digest_shim(SPEC, members)
+    fields = [
+        f.model_copy(update={"dtype": "int64"}) if f.name == "tick" else f for f in SPEC.state
+    ]
+    assert _digest_shim(SPEC.model_copy(update={"state": fields}), members) == ""
+
+
 def test_short_last_block_and_empty_batch() -> None:
     states = random_states(10)
     assert state_digests(SPEC, states, 4).shape == (3,)

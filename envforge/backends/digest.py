@@ -4,11 +4,22 @@ A driver that resets a million seeds would have to send tens of megabytes back t
 for a plain comparison. Instead the driver (in its own process) hashes the canonical states in
 blocks of consecutive rows and sends one 64-bit digest per block. The verifier compares digests
 and fetches the states of a block only where the two sides' digests differ, so the real
-comparison (tolerances, excuses) still decides. Equal digests mean equal bytes up to a 2^-64
-chance per block.
+comparison (tolerances, excuses) still decides.
 
-The hash is position-sensitive (a row's index is mixed in before the block sum), so two rows
-that are swapped, or two differences that would cancel in a plain sum, still change the digest.
+The hash is defined on 32-bit words so that it vectorizes in numpy and can be computed natively
+where the states are made (the C shim, a jitted JAX function) without 64-bit integers:
+
+* a row's **words**: every field in spec order, each value's bytes as little-endian 32-bit
+  words (one per 4-byte value, two per 8-byte value, low word first); 1-byte values (uint8,
+  bool) widened to one word;
+* two **lanes** per row, ``h = (h ^ word) * K_j`` over the words (``K_j`` odd: each step is a
+  bijection of ``h``, so a change in any one word always changes both lanes), then the row's
+  index ``i`` within the call is folded in and the lane finalized (murmur3's ``fmix32``, a
+  bijection): ``lo = fmix32(lo + i * 0x9E3779B9)``, ``hi = fmix32(hi ^ (i * 0x85EBCA6B))``;
+* a block's digest: the wrapping uint32 sums of its rows' lanes, ``hi << 32 | lo``.
+
+One changed row always changes its block's digest; several changed rows (or swapped rows) leave
+it unchanged only by a chance of about 2^-32 per lane.
 """
 
 from __future__ import annotations
@@ -17,34 +28,34 @@ import numpy as np
 
 from envforge.spec import EnvSpec
 
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_S30, _S27, _S31, _S32 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(32)
+LANE_START = (0x7F4A7C15, 0x9E3779B9)
+ROW_MULT = (0x9E3779B9, 0x85EBCA6B)
+"""The row index is multiplied by these before it is folded into lane 0 (added) and 1 (xored)."""
 _CHUNK = 1 << 14
-"""Rows hashed at a time: the 32-bit lanes of a chunk stay in cache between word steps."""
+"""Rows hashed at a time: the lanes of a chunk stay in cache between word steps."""
 
 
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer, in place on a uint64 array."""
-    x ^= x >> _S30
-    x *= _M1
-    x ^= x >> _S27
-    x *= _M2
-    x ^= x >> _S31
+def word_key(j: int, lane: int) -> int:
+    """The multiplier of word ``j`` in lane ``lane`` (odd, so multiplying is a bijection)."""
+    return ((0x9E3779B9 + (2 * j + lane) * 0x85EBCA6B) % 2**32) | 1
+
+
+def words_per_value(dtype: np.dtype) -> int:
+    return 2 if dtype.itemsize == 8 else 1
+
+
+def fmix32(x: np.ndarray) -> np.ndarray:
+    """murmur3's 32-bit finalizer, in place on a uint32 array."""
+    x ^= x >> np.uint32(16)
+    x *= np.uint32(0x85EBCA6B)
+    x ^= x >> np.uint32(13)
+    x *= np.uint32(0xC2B2AE35)
+    x ^= x >> np.uint32(16)
     return x
 
 
-def _odd(j: int, lane: int) -> np.uint32:
-    """The multiplier of word ``j`` in hash lane ``lane`` (odd, so multiplying is a bijection)."""
-    return np.uint32(((0x9E3779B9 + (2 * j + lane) * 0x85EBCA6B) % 2**32) | 1)
-
-
 def _row_words(spec: EnvSpec, state: dict[str, np.ndarray], n: int) -> list[np.ndarray]:
-    """Each row's values as 32-bit words, one ``[n]`` column per word, in spec field order.
-
-    4- and 8-byte values give their bytes (one or two words each); 1-byte values (uint8, bool)
-    are widened."""
+    """Each row's 32-bit words, one ``[n]`` column per word, in spec field order."""
     words: list[np.ndarray] = []
     for f in spec.state:
         a = np.asarray(state[f.name], dtype=f.np_dtype).reshape(n, -1)
@@ -59,36 +70,45 @@ def _row_words(spec: EnvSpec, state: dict[str, np.ndarray], n: int) -> list[np.n
     return words
 
 
-def state_digests(spec: EnvSpec, state: dict[str, np.ndarray], block: int) -> np.ndarray:
-    """One uint64 per ``block`` consecutive rows (the last block may be short).
+def finish(lo: np.ndarray, hi: np.ndarray, block: int) -> np.ndarray:
+    """Block digests from the rows' lanes before the index is folded in (``[n]`` uint32 each)."""
+    n = len(lo)
+    with np.errstate(over="ignore"):
+        index = np.arange(n, dtype=np.uint32)
+        lo = fmix32(lo + index * np.uint32(ROW_MULT[0]))
+        hi = fmix32(hi ^ (index * np.uint32(ROW_MULT[1])))
+    starts = np.arange(0, n, block)
+    return join(
+        np.add.reduceat(lo, starts, dtype=np.uint32), np.add.reduceat(hi, starts, dtype=np.uint32)
+    )
 
-    Per row, two 32-bit lanes each run ``h = (h ^ word) * K_j`` over the row's 32-bit words
-    (each step a bijection of ``h``, so a change in any one word always changes both lanes; 32-bit
-    multiplies vectorize where 64-bit ones do not); the lanes are joined into 64 bits, the row
-    index added and the result mixed; a block's digest is the wrapping sum of its rows' mixed
-    hashes."""
+
+def join(lo_sums: np.ndarray, hi_sums: np.ndarray) -> np.ndarray:
+    """Block digests from the blocks' uint32 lane sums."""
+    return (np.asarray(hi_sums, np.uint64) << np.uint64(32)) | np.asarray(lo_sums, np.uint64)
+
+
+def state_digests(spec: EnvSpec, state: dict[str, np.ndarray], block: int) -> np.ndarray:
+    """One uint64 per ``block`` consecutive rows (the last block may be short)."""
     if block < 1:
         raise ValueError("block must be positive")
     n = len(next(iter(state.values())))
     if n == 0:
         return np.zeros(0, np.uint64)
     words = _row_words(spec, state, n)
-    keys = [(_odd(j, 0), _odd(j, 1)) for j in range(len(words))]
-    row = np.empty(n, np.uint64)
+    keys = [(np.uint32(word_key(j, 0)), np.uint32(word_key(j, 1))) for j in range(len(words))]
+    lo = np.empty(n, np.uint32)
+    hi = np.empty(n, np.uint32)
     with np.errstate(over="ignore"):
         for start in range(0, n, _CHUNK):
             end = min(n, start + _CHUNK)
-            lo = np.full(end - start, 0x7F4A7C15, np.uint32)
-            hi = np.full(end - start, 0x9E3779B9, np.uint32)
+            a, b = lo[start:end], hi[start:end]
+            a.fill(LANE_START[0])
+            b.fill(LANE_START[1])
             for w, (k0, k1) in zip(words, keys, strict=True):
                 part = w[start:end]
-                lo ^= part
-                lo *= k0
-                hi ^= part
-                hi *= k1
-            out = row[start:end]
-            np.left_shift(hi, _S32, out=out, dtype=np.uint64, casting="unsafe")
-            out |= lo
-        row += np.arange(n, dtype=np.uint64) * _GOLDEN
-        _mix64(row)
-        return np.add.reduceat(row, np.arange(0, n, block))
+                a ^= part
+                a *= k0
+                b ^= part
+                b *= k1
+    return finish(lo, hi, block)

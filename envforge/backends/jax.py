@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, batch_size
+from envforge.backends.digest import LANE_START, ROW_MULT, join, word_key
 from envforge.errors import BadInput, ContractViolation
 from envforge.spec import EnvSpec
 
@@ -54,6 +56,17 @@ def load_module(path: Path) -> ModuleType:
     return module
 
 
+def _fmix32(x: Any) -> Any:
+    """murmur3's 32-bit finalizer on a uint32 JAX array (``digest.fmix32``'s twin)."""
+    import jax.numpy as jnp
+
+    x = x ^ (x >> 16)
+    x = x * jnp.uint32(0x85EBCA6B)
+    x = x ^ (x >> 13)
+    x = x * jnp.uint32(0xC2B2AE35)
+    return x ^ (x >> 16)
+
+
 def _bucket(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
@@ -80,6 +93,9 @@ class JaxDriver(Driver):
         self._step = jax.jit(jax.vmap(step_canonical))
         self._observe = jax.jit(jax.vmap(lambda canon: m.observe(m.from_canonical(canon))))
         self._x64 = bool(jax.config.read("jax_enable_x64"))
+        self._jax = jax
+        self._native: bool | None = None
+        self._digests: dict[int, Any] = {}
 
     # numpy <-> jax at the boundary, with padding to a power-of-two batch
     def _to_device(self, arr: np.ndarray, pad_to: int) -> Any:
@@ -105,6 +121,56 @@ class JaxDriver(Driver):
         out = self._reset(self._to_device(np.asarray(seeds, dtype=np.uint32), _bucket(n)))
         result: State = self._out(out, n)
         return result
+
+    def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
+        """``backends.digest`` computed in the same jitted call as the resets (no state leaves
+        XLA), when every canonical field already has its spec dtype and 1 or 4 bytes and the
+        seeds fill whole blocks; otherwise hashed in numpy like any driver."""
+        n = len(seeds)
+        if n == 0 or block < 1 or n % block or not self._digest_native():
+            return super().reset_digest(seeds, block)
+        if block not in self._digests:
+            self._digests[block] = self._jax.jit(partial(self._digest, block=block))
+        lo, hi = self._digests[block](self._jnp.asarray(np.asarray(seeds, dtype=np.uint32)))
+        return join(np.asarray(lo), np.asarray(hi))
+
+    def _digest_native(self) -> bool:
+        if self._native is None:
+            probe = self._reset(self._jnp.zeros(1, self._jnp.uint32))
+            self._native = all(
+                f.name in probe
+                and probe[f.name].dtype == f.np_dtype
+                and f.np_dtype.itemsize in (1, 4)
+                and probe[f.name].shape[1:] == tuple(f.shape)
+                for f in self.spec.state
+            )
+        return self._native
+
+    def _digest(self, seeds: Any, block: int) -> tuple[Any, Any]:
+        jax, jnp = self._jax, self._jnp
+        m = self.module
+        canon = jax.vmap(lambda seed: m.to_canonical(m.reset(seed)))(seeds)
+        n = seeds.shape[0]
+        lo = jnp.full(n, LANE_START[0], jnp.uint32)
+        hi = jnp.full(n, LANE_START[1], jnp.uint32)
+        j = 0
+        for f in self.spec.state:
+            value = jnp.asarray(canon[f.name]).reshape(n, -1)
+            if f.np_dtype.itemsize == 1:
+                words = value.astype(jnp.uint32)
+            else:
+                words = jax.lax.bitcast_convert_type(value, jnp.uint32)
+            for k in range(words.shape[1]):
+                lo = (lo ^ words[:, k]) * jnp.uint32(word_key(j, 0))
+                hi = (hi ^ words[:, k]) * jnp.uint32(word_key(j, 1))
+                j += 1
+        index = jnp.arange(n, dtype=jnp.uint32)
+        lo = _fmix32(lo + index * jnp.uint32(ROW_MULT[0]))
+        hi = _fmix32(hi ^ (index * jnp.uint32(ROW_MULT[1])))
+        return (
+            lo.reshape(-1, block).sum(axis=1, dtype=jnp.uint32),
+            hi.reshape(-1, block).sum(axis=1, dtype=jnp.uint32),
+        )
 
     def step(self, state: State, actions: np.ndarray) -> Transition:
         n = batch_size(state)
