@@ -56,8 +56,9 @@ const COS: [f64; 6] = [
 
 /// `(sin(x), cos(x))` from one range reduction and two polynomials: within one ulp of libm's
 /// for |x| <= 0.25 (the pole's range), two near the ends of the reduced interval (measured on
-/// 2e6 points for |x| <= 4 and 1e4; the test below checks 1e5 per range). libm's `sin` and `cos` are two
-/// opaque calls per step and were about 40% of it; this inlines into the step loop.
+/// 2e6 points for |x| <= 4 and 1e4; the test below checks 1e5 per range); NaN for NaN and
+/// infinities, as libm. libm's `sin` and `cos` are two opaque calls per step (an earlier
+/// measurement: 12.5 of about 30 ns per step on one core); this inlines and vectorizes.
 #[inline(always)]
 pub fn sin_cos(x: f64) -> (f64, f64) {
     // nearest integer by the 1.5 * 2^52 trick (exact for |x| < 2^51; ties to even), no libm call;
