@@ -96,7 +96,12 @@ def main() -> int:
         "The machine is shared with other work, so a load above the core count means the "
         "numbers below are lower than a quiet machine would give.",
         "",
-        "How it is measured: each implementation runs in its own process, one at a time. JAX "
+        "How it is measured: each implementation runs in its own process, one at a time. Its "
+        "configurations (batch size, policy, reset variant) are set up first and then timed in "
+        "rounds, one run of each per round, so a burst of load from other work spoils one run of "
+        "several configurations (the medians discard it) rather than every run of one. The C "
+        "harness is started once per run for this (each start builds its envs and calibrates "
+        "before the timed run). JAX "
         "ports run as one jitted `lax.scan` over steps of the vmapped step with actions drawn "
         "inside the scan; an ended episode is replaced by a fresh reset computed for every env "
         "on every step (`where(done, reset(key), next)`, gymnax's auto-reset: the `jax port` "

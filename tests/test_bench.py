@@ -20,7 +20,14 @@ from envforge.bench.ceiling import (
     limits,
     step_cost,
 )
-from envforge.bench.measure import BenchSettings, Measurement, timed_runs
+from envforge.bench.measure import (
+    BenchSettings,
+    Measurement,
+    RunFailed,
+    RunFn,
+    interleaved,
+    timed_runs,
+)
 from envforge.bench.report import BenchReport
 from envforge.bench.suite import best_limits
 from envforge.locate import default_port, spec_for_name
@@ -44,6 +51,26 @@ def test_timed_runs_counts_env_steps_per_second() -> None:
     )
     assert len(wall) == len(cpu) == 3 and all(r > 0 for r in wall + cpu)
     assert len(calls) > 3  # the calibration call, then k calls per run
+
+
+def test_runs_are_taken_in_rounds_and_a_failing_job_is_noted_and_dropped() -> None:
+    order: list[str] = []
+
+    def job(name: str, fail_at: int | None = None) -> RunFn:
+        def run() -> tuple[int, float, float]:
+            order.append(name)
+            if fail_at is not None and order.count(name) == fail_at:
+                raise RunFailed(f"{name} broke")
+            return 100, 0.5, 0.25
+
+        return run
+
+    a, b, c = (Measurement(n, "port", "random", 1) for n in "abc")
+    out = interleaved([(a, job("a")), (b, job("b", fail_at=2)), (c, job("c"))], repeats=3)
+    assert out == [a, b, c]
+    assert order == ["a", "b", "c", "a", "b", "c", "a", "c"]
+    assert a.runs_sps == [200.0] * 3 and a.runs_cpu_sps == [400.0] * 3
+    assert b.runs_sps == [200.0] and b.note == "b broke"
 
 
 @pytest.mark.parametrize("resets", ["fresh", "first"])

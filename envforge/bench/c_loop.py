@@ -14,12 +14,13 @@ import os
 import shutil
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from envforge.backends.c import FAST_CFLAGS, STRICT_CFLAGS, cache_dir
-from envforge.bench.measure import BenchSettings, Measurement
+from envforge.bench.measure import BenchSettings, Measurement, RunFailed, interleaved
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
 
@@ -222,29 +223,20 @@ def build_harness(spec: EnvSpec, reference: Path, settings: BenchSettings) -> tu
 def measure_c_loop(spec: EnvSpec, reference: Path, settings: BenchSettings) -> list[Measurement]:
     exe, build_s = build_harness(spec, reference, settings)
     label = "C loop (reference)"
-    out = []
+    jobs = []
     for policy in settings.policies:
         for batch in settings.batch_sizes:
-            proc = subprocess.run(
-                [
-                    str(exe),
-                    str(batch),
-                    str(settings.repeats),
-                    str(settings.min_run_s),
-                    "1" if policy == "mlp" else "0",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
             m = Measurement(label, "reference", policy, batch, compile_s=build_s)
-            if proc.returncode != 0:
-                m.note = f"harness exit {proc.returncode}: {proc.stderr[-200:]}"
-            else:
-                for line in proc.stdout.split("\n"):
-                    if line.strip():
-                        steps, wall, cpu = line.split()
-                        m.runs_sps.append(int(steps) / float(wall))
-                        m.runs_cpu_sps.append(int(steps) / max(float(cpu), 1e-9))
-            out.append(m)
-    return out
+            args = [str(exe), str(batch), "1", str(settings.min_run_s), str(int(policy == "mlp"))]
+            jobs.append((m, partial(_harness_run, args)))
+    return interleaved(jobs, settings.repeats)
+
+
+def _harness_run(args: list[str]) -> tuple[int, float, float]:
+    """One timed run of the harness (its own process: it builds its envs, calibrates a run to
+    ``min_run_s`` and times one)."""
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RunFailed(f"harness exit {proc.returncode}: {proc.stderr[-200:]}")
+    steps, wall, cpu = proc.stdout.split()[:3]
+    return int(steps), float(wall), float(cpu)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.jax import find_port_module, load_module
-from envforge.bench.measure import BenchSettings, Measurement, timed_runs
+from envforge.bench.measure import BenchSettings, Measurement, calls_run, interleaved
 from envforge.spec import EnvSpec
 
 STEPS_PER_CALL = 1 << 16
@@ -129,7 +129,7 @@ def measure_jax(
 
     module = load_port(spec, port)
     weights = jax.tree_util.tree_map(jax.numpy.asarray, mlp_params(spec, settings.hidden))
-    out = []
+    jobs = []
     for resets in settings.reset_modes:
         name = label if resets == "fresh" else f"{label}, first-state resets"
         for policy in settings.policies:
@@ -147,6 +147,6 @@ def measure_jax(
                     box[0] = compiled(box[0], params)
                     jax.block_until_ready(box[0])
 
-                wall, cpu = timed_runs(call, batch * length, settings.repeats, settings.min_run_s)
-                out.append(Measurement(name, "port", policy, batch, wall, cpu, compile_s))
-    return out
+                m = Measurement(name, "port", policy, batch, compile_s=compile_s)
+                jobs.append((m, calls_run(call, batch * length, settings.min_run_s)))
+    return interleaved(jobs, settings.repeats)

@@ -90,8 +90,8 @@ def section(report: BenchReport, plot: str | None = None) -> str:
         "```",
         "",
         "Env steps per second (median of "
-        f"{report.settings.get('repeats')} runs of at least {report.settings.get('min_run_s')} s; "
-        "compile time excluded):",
+        f"{report.settings.get('repeats')} runs of at least {report.settings.get('min_run_s')} s, "
+        "taken in rounds across each implementation's configurations; compile time excluded):",
         "",
         *sps_table(report),
         "",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,24 +85,58 @@ class Measurement:
         )
 
 
+RunFn = Callable[[], tuple[int, float, float]]
+"""One timed run: (env steps, wall seconds, process CPU seconds)."""
+
+
+class RunFailed(Exception):
+    """A run could not be made (a harness exited with an error): the message becomes the
+    measurement's note and the job is not run again."""
+
+
+def calls_run(call: Callable[[], object], env_steps_per_call: int, min_run_s: float) -> RunFn:
+    """A run of ``k`` back-to-back calls, ``k`` set by one untimed first call so that a run
+    lasts ``min_run_s``. ``call`` must block until its work is done (JAX callers block on the
+    result)."""
+    calls: list[int] = []
+
+    def run() -> tuple[int, float, float]:
+        if not calls:
+            start = time.perf_counter()
+            call()
+            calls.append(max(1, math.ceil(min_run_s / max(time.perf_counter() - start, 1e-7))))
+        start, start_cpu = time.perf_counter(), time.process_time()
+        for _ in range(calls[0]):
+            call()
+        wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+        return calls[0] * env_steps_per_call, wall, cpu
+
+    return run
+
+
+def interleaved(jobs: Sequence[tuple[Measurement, RunFn]], repeats: int) -> list[Measurement]:
+    """Fill each measurement with ``repeats`` runs, taken in rounds (one run of every job, then
+    the next round), so that a burst of load from other work on a shared machine spoils one
+    run of several jobs, which their medians discard, rather than every run of one job."""
+    live = list(jobs)
+    for _ in range(repeats):
+        for job in list(live):
+            m, run = job
+            try:
+                steps, wall, cpu = run()
+            except RunFailed as e:
+                m.note = str(e)
+                live.remove(job)
+                continue
+            m.runs_sps.append(steps / max(wall, 1e-12))
+            m.runs_cpu_sps.append(steps / max(cpu, 1e-9))
+    return [m for m, _ in jobs]
+
+
 def timed_runs(
     call: Callable[[], object], env_steps_per_call: int, repeats: int, min_run_s: float
 ) -> tuple[list[float], list[float]]:
-    """(steps per wall second, steps per CPU second) of ``repeats`` runs; a run is ``k``
-    back-to-back calls, ``k`` set by a first call so that a run lasts ``min_run_s``.
-
-    ``call`` must block until its work is done (JAX callers block on the result).
-    """
-    start = time.perf_counter()
-    call()
-    first = time.perf_counter() - start
-    k = max(1, math.ceil(min_run_s / max(first, 1e-7)))
-    wall, cpu = [], []
-    for _ in range(repeats):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        for _ in range(k):
-            call()
-        steps = k * env_steps_per_call
-        wall.append(steps / (time.perf_counter() - start))
-        cpu.append(steps / max(time.process_time() - start_cpu, 1e-9))
-    return wall, cpu
+    """(steps per wall second, steps per CPU second) of ``repeats`` runs of one job."""
+    m = Measurement("", "", "", 0)
+    interleaved([(m, calls_run(call, env_steps_per_call, min_run_s))], repeats)
+    return m.runs_sps, m.runs_cpu_sps

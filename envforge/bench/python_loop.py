@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from envforge.bench.jax_loop import mlp_params
-from envforge.bench.measure import BenchSettings, Measurement, timed_runs
+from envforge.bench.measure import BenchSettings, Measurement, calls_run, interleaved
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
 
@@ -89,21 +89,15 @@ class _Batch:
 def measure_python(spec: EnvSpec, settings: BenchSettings) -> list[Measurement]:
     make = env_factory(spec)
     label = f"{spec.reference} (reference, Python loop)"
-    out = []
+    out, jobs = [], []
     for policy in settings.policies:
         for batch in settings.batch_sizes:
+            m = Measurement(label, "reference", policy, batch)
+            out.append(m)
             if batch > settings.max_python_batch:
-                out.append(
-                    Measurement(
-                        label,
-                        "reference",
-                        policy,
-                        batch,
-                        note=f"not run: above --max-python-batch {settings.max_python_batch}",
-                    )
-                )
+                m.note = f"not run: above --max-python-batch {settings.max_python_batch}"
                 continue
             envs = _Batch(spec, make, batch, policy, settings.hidden)
-            wall, cpu = timed_runs(envs.step, batch, settings.repeats, settings.min_run_s)
-            out.append(Measurement(label, "reference", policy, batch, wall, cpu))
+            jobs.append((m, calls_run(envs.step, batch, settings.min_run_s)))
+    interleaved(jobs, settings.repeats)
     return out

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from envforge.bench.jax_loop import mlp_params
-from envforge.bench.measure import BenchSettings, Measurement, timed_runs
+from envforge.bench.measure import BenchSettings, Measurement, calls_run, interleaved
 from envforge.bench.python_loop import mlp_actions
 from envforge.spec import EnvSpec
 from envforge.verify.policies import random_actions
@@ -41,15 +41,16 @@ def measure_rust(
     batch_class = getattr(driver.module, BATCH_CLASS)
     params = mlp_params(spec, settings.hidden)
     rng = np.random.default_rng(0)
-    out = []
+    jobs = []
     for policy in settings.policies:
         for n in settings.batch_sizes:
             batch = batch_class(n, settings.strict_float)
             batch.reset(np.arange(n, dtype=np.uint32))
             call = stepper(spec, batch, n, policy, params, rng)
-            wall, cpu = timed_runs(call, n, settings.repeats, settings.min_run_s)
             note = "" if hasattr(batch, "reset_where") else NOTE
-            out.append(Measurement(label, "port", policy, n, wall, cpu, build_s, note=note))
+            m = Measurement(label, "port", policy, n, compile_s=build_s, note=note)
+            jobs.append((m, calls_run(call, n, settings.min_run_s)))
+    out = interleaved(jobs, settings.repeats)
     driver.close()
     return out
 
