@@ -40,10 +40,6 @@ def word_key(j: int, lane: int) -> int:
     return ((0x9E3779B9 + (2 * j + lane) * 0x85EBCA6B) % 2**32) | 1
 
 
-def words_per_value(dtype: np.dtype) -> int:
-    return 2 if dtype.itemsize == 8 else 1
-
-
 def fmix32(x: np.ndarray) -> np.ndarray:
     """murmur3's 32-bit finalizer, in place on a uint32 array."""
     x ^= x >> np.uint32(16)
