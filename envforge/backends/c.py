@@ -128,47 +128,51 @@ def _digest_shim(spec: EnvSpec, members: list[tuple[str, str, tuple[int, ...]]])
             return ""
         size = int(code[1])
         for k in range(int(np.prod(f.shape))):
-            at = f"(const char*)&env.{member} + {k * size}"
+            at = f"(const char*)&ef_env.{member} + {k * size}"
             if size == 1:
                 test = " != 0" if f.dtype == "bool" else ""
-                reads = [f"w = (uint32_t)(*(const uint8_t*)({at}){test});"]
+                reads = [f"ef_w = (uint32_t)(*(const uint8_t*)({at}){test});"]
             elif size == 4:
-                reads = [f"memcpy(&w, {at}, 4);"]
+                reads = [f"memcpy(&ef_w, {at}, 4);"]
             else:
-                reads = [f"memcpy(&v, {at}, 8); w = (uint32_t)v;", "w = (uint32_t)(v >> 32);"]
+                reads = [
+                    f"memcpy(&ef_v, {at}, 8); ef_w = (uint32_t)ef_v;",
+                    "ef_w = (uint32_t)(ef_v >> 32);",
+                ]
             for read in reads:
                 lines.append(
-                    f"            {read} lo = (lo ^ w) * {word_key(j, 0)}u; "
-                    f"hi = (hi ^ w) * {word_key(j, 1)}u;"
+                    f"            {read} ef_lo = (ef_lo ^ ef_w) * {word_key(j, 0)}u; "
+                    f"ef_hi = (ef_hi ^ ef_w) * {word_key(j, 1)}u;"
                 )
                 j += 1
     body = "\n".join(lines)
     return f"""
-static inline uint32_t envforge_fmix32(uint32_t x) {{
-    x ^= x >> 16; x *= 0x85EBCA6Bu; x ^= x >> 13; x *= 0xC2B2AE35u; x ^= x >> 16;
-    return x;
+static inline uint32_t envforge_fmix32(uint32_t ef_x) {{
+    ef_x ^= ef_x >> 16; ef_x *= 0x85EBCA6Bu; ef_x ^= ef_x >> 13; ef_x *= 0xC2B2AE35u;
+    return ef_x ^ (ef_x >> 16);
 }}
 
-/* block digests of the reset states (envforge/backends/digest.py defines them) */
-void envforge_reset_digest(int64_t n, const uint32_t* seeds, int64_t block,
-                           uint32_t* lo_sums, uint32_t* hi_sums) {{
+/* block digests of the reset states (envforge/backends/digest.py defines them); locals are
+   prefixed so that no macro of the reference can clash with them */
+void envforge_reset_digest(int64_t ef_n, const uint32_t* ef_seeds, int64_t ef_block,
+                           uint32_t* ef_lo_sums, uint32_t* ef_hi_sums) {{
     ENVFORGE_ENTER
-    {spec.c.struct} env;
-    for (int64_t first = 0; first < n; first += block) {{
-        int64_t end = n - first < block ? n : first + block;
-        uint32_t lo_sum = 0, hi_sum = 0;
-        for (int64_t i = first; i < end; i++) {{
-            memset(&env, 0, sizeof env);
-            {spec.c.prefix}_reset(&env, seeds[i]);
-            uint32_t lo = {LANE_START[0]}u, hi = {LANE_START[1]}u, w;
-            uint64_t v;
-            (void)v;
+    {spec.c.struct} ef_env;
+    for (int64_t ef_first = 0; ef_first < ef_n; ef_first += ef_block) {{
+        int64_t ef_end = ef_n - ef_first < ef_block ? ef_n : ef_first + ef_block;
+        uint32_t ef_lo_sum = 0, ef_hi_sum = 0;
+        for (int64_t ef_i = ef_first; ef_i < ef_end; ef_i++) {{
+            memset(&ef_env, 0, sizeof ef_env);
+            {spec.c.prefix}_reset(&ef_env, ef_seeds[ef_i]);
+            uint32_t ef_lo = {LANE_START[0]}u, ef_hi = {LANE_START[1]}u, ef_w;
+            uint64_t ef_v;
+            (void)ef_v;
 {body}
-            lo_sum += envforge_fmix32(lo + (uint32_t)i * {ROW_MULT[0]}u);
-            hi_sum += envforge_fmix32(hi ^ ((uint32_t)i * {ROW_MULT[1]}u));
+            ef_lo_sum += envforge_fmix32(ef_lo + (uint32_t)ef_i * {ROW_MULT[0]}u);
+            ef_hi_sum += envforge_fmix32(ef_hi ^ ((uint32_t)ef_i * {ROW_MULT[1]}u));
         }}
-        lo_sums[first / block] = lo_sum;
-        hi_sums[first / block] = hi_sum;
+        ef_lo_sums[ef_first / ef_block] = ef_lo_sum;
+        ef_hi_sums[ef_first / ef_block] = ef_hi_sum;
     }}
     ENVFORGE_LEAVE
 }}
