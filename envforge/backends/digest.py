@@ -24,6 +24,8 @@ it unchanged only by a chance of about 2^-32 per lane.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from envforge.spec import EnvSpec
@@ -40,14 +42,22 @@ def word_key(j: int, lane: int) -> int:
     return ((0x9E3779B9 + (2 * j + lane) * 0x85EBCA6B) % 2**32) | 1
 
 
-def fmix32(x: np.ndarray) -> np.ndarray:
-    """murmur3's 32-bit finalizer, in place on a uint32 array."""
-    x ^= x >> np.uint32(16)
-    x *= np.uint32(0x85EBCA6B)
-    x ^= x >> np.uint32(13)
-    x *= np.uint32(0xC2B2AE35)
-    x ^= x >> np.uint32(16)
-    return x
+def fmix32(x: Any) -> Any:
+    """murmur3's 32-bit finalizer on a uint32 array, numpy or JAX (a new array)."""
+    x = x ^ (x >> np.uint32(16))
+    x = x * np.uint32(0x85EBCA6B)
+    x = x ^ (x >> np.uint32(13))
+    x = x * np.uint32(0xC2B2AE35)
+    return x ^ (x >> np.uint32(16))
+
+
+def fold_index(lo: Any, hi: Any, index: Any) -> tuple[Any, Any]:
+    """Each row's lanes with its index within the call folded in and finalized (numpy or JAX
+    uint32 arrays; wrapping arithmetic)."""
+    return (
+        fmix32(lo + index * np.uint32(ROW_MULT[0])),
+        fmix32(hi ^ (index * np.uint32(ROW_MULT[1]))),
+    )
 
 
 def _row_words(spec: EnvSpec, state: dict[str, np.ndarray], n: int) -> list[np.ndarray]:
@@ -70,9 +80,7 @@ def finish(lo: np.ndarray, hi: np.ndarray, block: int) -> np.ndarray:
     """Block digests from the rows' lanes before the index is folded in (``[n]`` uint32 each)."""
     n = len(lo)
     with np.errstate(over="ignore"):
-        index = np.arange(n, dtype=np.uint32)
-        lo = fmix32(lo + index * np.uint32(ROW_MULT[0]))
-        hi = fmix32(hi ^ (index * np.uint32(ROW_MULT[1])))
+        lo, hi = fold_index(lo, hi, np.arange(n, dtype=np.uint32))
     starts = np.arange(0, n, block)
     return join(
         np.add.reduceat(lo, starts, dtype=np.uint32), np.add.reduceat(hi, starts, dtype=np.uint32)

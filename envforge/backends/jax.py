@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, batch_size
-from envforge.backends.digest import LANE_START, ROW_MULT, join, word_key
+from envforge.backends.digest import LANE_START, fold_index, join, word_key
 from envforge.errors import BadInput, ContractViolation
 from envforge.spec import EnvSpec
 
@@ -56,17 +56,6 @@ def load_module(path: Path) -> ModuleType:
     return module
 
 
-def _fmix32(x: Any) -> Any:
-    """murmur3's 32-bit finalizer on a uint32 JAX array (``digest.fmix32``'s twin)."""
-    import jax.numpy as jnp
-
-    x = x ^ (x >> 16)
-    x = x * jnp.uint32(0x85EBCA6B)
-    x = x ^ (x >> 13)
-    x = x * jnp.uint32(0xC2B2AE35)
-    return x ^ (x >> 16)
-
-
 def _bucket(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
@@ -89,7 +78,8 @@ class JaxDriver(Driver):
             s2, obs, reward, terminated, truncated = m.step(m.from_canonical(canon), action)
             return m.to_canonical(s2), obs, reward, terminated, truncated
 
-        self._reset = jax.jit(jax.vmap(lambda seed: m.to_canonical(m.reset(seed))))
+        self._reset_canonical = jax.vmap(lambda seed: m.to_canonical(m.reset(seed)))
+        self._reset = jax.jit(self._reset_canonical)
         self._step = jax.jit(jax.vmap(step_canonical))
         self._observe = jax.jit(jax.vmap(lambda canon: m.observe(m.from_canonical(canon))))
         self._x64 = bool(jax.config.read("jax_enable_x64"))
@@ -148,8 +138,7 @@ class JaxDriver(Driver):
 
     def _digest(self, seeds: Any, block: int) -> tuple[Any, Any]:
         jax, jnp = self._jax, self._jnp
-        m = self.module
-        canon = jax.vmap(lambda seed: m.to_canonical(m.reset(seed)))(seeds)
+        canon = self._reset_canonical(seeds)
         n = seeds.shape[0]
         lo = jnp.full(n, LANE_START[0], jnp.uint32)
         hi = jnp.full(n, LANE_START[1], jnp.uint32)
@@ -164,9 +153,7 @@ class JaxDriver(Driver):
                 lo = (lo ^ words[:, k]) * jnp.uint32(word_key(j, 0))
                 hi = (hi ^ words[:, k]) * jnp.uint32(word_key(j, 1))
                 j += 1
-        index = jnp.arange(n, dtype=jnp.uint32)
-        lo = _fmix32(lo + index * jnp.uint32(ROW_MULT[0]))
-        hi = _fmix32(hi ^ (index * jnp.uint32(ROW_MULT[1])))
+        lo, hi = fold_index(lo, hi, jnp.arange(n, dtype=jnp.uint32))
         return (
             lo.reshape(-1, block).sum(axis=1, dtype=jnp.uint32),
             hi.reshape(-1, block).sum(axis=1, dtype=jnp.uint32),
