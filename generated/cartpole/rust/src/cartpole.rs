@@ -113,8 +113,18 @@ impl CartPole {
         let (x, x_dot, theta, theta_dot) =
             dynamics(self.x, self.x_dot, self.theta, self.theta_dot, action);
         (self.x, self.x_dot, self.theta, self.theta_dot) = (x, x_dot, theta, theta_dot);
+        self.end_step()
+    }
+
+    /// After the float fields have moved: count the step, then `(reward, terminated, truncated)`.
+    #[inline(always)]
+    fn end_step(&mut self) -> (f32, bool, bool) {
         self.time = self.time.wrapping_add(1);
-        (1.0, terminated(x, theta), self.time >= MAX_EPISODE_STEPS)
+        (
+            1.0,
+            terminated(self.x, self.theta),
+            self.time >= MAX_EPISODE_STEPS,
+        )
     }
 
     #[inline(always)]
@@ -158,22 +168,38 @@ fn terminated(x: f64, theta: f64) -> bool {
 /// Envs stepped together by [`step_lanes`].
 pub const LANES: usize = 4;
 
-/// Steps `LANES` envs at once: the same operations in the same order as [`CartPole::step`] (so
-/// bit for bit the same results), on arrays of one field per lane, which the compiler turns into
-/// SIMD instructions (two f64 per SSE2 register, four per AVX register). Stepping envs one at a
-/// time waits on each step's chain of four divisions; lanes divide four envs at once.
+/// Where a batch step writes: per env `i`, its observation at `obs[i * OBS_SIZE..]`, reward and
+/// flags at `[i]`.
+pub struct Outputs<'a> {
+    pub obs: &'a mut [f32],
+    pub reward: &'a mut [f32],
+    pub terminated: &'a mut [bool],
+    pub truncated: &'a mut [bool],
+}
+
+impl Outputs<'_> {
+    #[inline(always)]
+    fn record(
+        &mut self,
+        i: usize,
+        env: &CartPole,
+        (reward, terminated, truncated): (f32, bool, bool),
+    ) {
+        env.observe(&mut self.obs[i * OBS_SIZE..(i + 1) * OBS_SIZE]);
+        self.reward[i] = reward;
+        self.terminated[i] = terminated;
+        self.truncated[i] = truncated;
+    }
+}
+
+/// Steps envs `at..at + LANES` at once: the same operations in the same order as
+/// [`CartPole::step`] (so bit for bit the same results), on arrays of one field per lane, which
+/// the compiler turns into SIMD instructions (two f64 per SSE2 register, four per AVX register).
+/// Stepping envs one at a time waits on each step's chain of four divisions; lanes divide four
+/// envs at once.
 #[inline(always)]
-pub fn step_lanes(
-    envs: &mut [CartPole],
-    actions: &[i32],
-    obs: &mut [f32],
-    reward: &mut [f32],
-    terminated: &mut [bool],
-    truncated: &mut [bool],
-) {
-    let (envs, actions) = (&mut envs[..LANES], &actions[..LANES]);
-    let (obs, reward) = (&mut obs[..LANES * OBS_SIZE], &mut reward[..LANES]);
-    let (terminated, truncated) = (&mut terminated[..LANES], &mut truncated[..LANES]);
+fn step_lanes(envs: &mut [CartPole], actions: &[i32], out: &mut Outputs, at: usize) {
+    let (envs, actions) = (&mut envs[at..at + LANES], &actions[at..at + LANES]);
     // one array per field (a lane per env), so that each operation is one SIMD instruction
     let mut x: [f64; LANES] = std::array::from_fn(|i| envs[i].x);
     let mut x_dot: [f64; LANES] = std::array::from_fn(|i| envs[i].x_dot);
@@ -183,74 +209,42 @@ pub fn step_lanes(
         (x[i], x_dot[i], theta[i], theta_dot[i]) =
             dynamics(x[i], x_dot[i], theta[i], theta_dot[i], actions[i]);
     }
-    for i in 0..LANES {
-        let env = &mut envs[i];
+    for (i, env) in envs.iter_mut().enumerate() {
         (env.x, env.x_dot, env.theta, env.theta_dot) = (x[i], x_dot[i], theta[i], theta_dot[i]);
-        env.time = env.time.wrapping_add(1);
-        env.observe(&mut obs[i * OBS_SIZE..(i + 1) * OBS_SIZE]);
-        reward[i] = 1.0;
-        terminated[i] = self::terminated(x[i], theta[i]);
-        truncated[i] = env.time >= MAX_EPISODE_STEPS;
+        let flags = env.end_step();
+        out.record(at + i, env, flags);
     }
 }
 
-/// Steps every env of `envs` (`actions[i]` for env i; outputs as [`CartPole::step`] and
-/// [`CartPole::observe`] give them), `LANES` at a time, the rest one by one; compiled for AVX2
-/// too, and that build is used where the CPU has it (checked once per call).
-pub fn step_all(
-    envs: &mut [CartPole],
-    actions: &[i32],
-    obs: &mut [f32],
-    reward: &mut [f32],
-    terminated: &mut [bool],
-    truncated: &mut [bool],
-) {
+/// Steps every env of `envs` (`actions[i]` for env i), writing what [`CartPole::step`] and
+/// [`CartPole::observe`] give into `out`: `LANES` at a time, the rest one by one. Compiled for
+/// AVX2 too, and that build is used where the CPU has it (checked once per call).
+pub fn step_all(envs: &mut [CartPole], actions: &[i32], out: &mut Outputs) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked just above).
-        unsafe { step_all_avx2(envs, actions, obs, reward, terminated, truncated) };
+        unsafe { step_all_avx2(envs, actions, out) };
         return;
     }
-    step_all_generic(envs, actions, obs, reward, terminated, truncated);
+    step_all_generic(envs, actions, out);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn step_all_avx2(
-    envs: &mut [CartPole],
-    actions: &[i32],
-    obs: &mut [f32],
-    reward: &mut [f32],
-    terminated: &mut [bool],
-    truncated: &mut [bool],
-) {
-    step_all_generic(envs, actions, obs, reward, terminated, truncated);
+unsafe fn step_all_avx2(envs: &mut [CartPole], actions: &[i32], out: &mut Outputs) {
+    step_all_generic(envs, actions, out);
 }
 
 #[inline(always)]
-fn step_all_generic(
-    envs: &mut [CartPole],
-    actions: &[i32],
-    obs: &mut [f32],
-    reward: &mut [f32],
-    terminated: &mut [bool],
-    truncated: &mut [bool],
-) {
+fn step_all_generic(envs: &mut [CartPole], actions: &[i32], out: &mut Outputs) {
     let n = envs.len();
     let whole = n - n % LANES;
-    for i in (0..whole).step_by(LANES) {
-        step_lanes(
-            &mut envs[i..],
-            &actions[i..],
-            &mut obs[i * OBS_SIZE..],
-            &mut reward[i..],
-            &mut terminated[i..],
-            &mut truncated[i..],
-        );
+    for at in (0..whole).step_by(LANES) {
+        step_lanes(envs, actions, out, at);
     }
     for i in whole..n {
-        (reward[i], terminated[i], truncated[i]) = envs[i].step(actions[i]);
-        envs[i].observe(&mut obs[i * OBS_SIZE..(i + 1) * OBS_SIZE]);
+        let flags = envs[i].step(actions[i]);
+        out.record(i, &envs[i], flags);
     }
 }
 
@@ -345,11 +339,16 @@ mod tests {
                 vec![false; n],
                 vec![false; n],
             );
-            let (o, r, te, tr) = (&mut out.0, &mut out.1, &mut out.2, &mut out.3);
+            let mut outputs = Outputs {
+                obs: &mut out.0,
+                reward: &mut out.1,
+                terminated: &mut out.2,
+                truncated: &mut out.3,
+            };
             if generic {
-                step_all_generic(&mut got, &actions, o, r, te, tr);
+                step_all_generic(&mut got, &actions, &mut outputs);
             } else {
-                step_all(&mut got, &actions, o, r, te, tr);
+                step_all(&mut got, &actions, &mut outputs);
             }
             for i in 0..n {
                 assert_eq!(bits(&got[i]), bits(&want[i]), "env {i} generic={generic}");

@@ -20,7 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rayon::prelude::*;
 
-use cartpole::{CartPole, OBS_SIZE};
+use cartpole::{CartPole, Outputs, OBS_SIZE};
 use float_mode::FlushDenormals;
 
 /// Fewest envs per rayon task: below this, scheduling costs more than stepping.
@@ -221,7 +221,13 @@ impl EnvBatch {
                 .into_par_iter()
                 .for_each(|(envs, actions, obs, reward, terminated, truncated)| {
                     let _mode = FlushDenormals::enter(strict);
-                    cartpole::step_all(envs, actions, obs, reward, terminated, truncated);
+                    let mut out = Outputs {
+                        obs,
+                        reward,
+                        terminated,
+                        truncated,
+                    };
+                    cartpole::step_all(envs, actions, &mut out);
                 })
         });
         Ok(())
