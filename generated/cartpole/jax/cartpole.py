@@ -92,8 +92,8 @@ def _sincos(x: jax.Array) -> tuple[jax.Array, jax.Array]:
     """float32 ``(sin(x), cos(x))`` from one range reduction and two short polynomials.
 
     XLA:CPU lowers ``jnp.sin``/``jnp.cos`` to scalar ``sincosf`` calls, one element at a time,
-    and recomputes them in every fusion that reads them; these were most of the step's time.
-    This vectorizes. Error against float64 sin/cos: at most 9.2e-8 absolute for |x| <= 1e4
+    and recomputes them in every fusion that reads them (replacing them made the loop 1.6x faster).
+    This vectorizes. Error against float64 sin/cos: at most 9.3e-8 absolute for |x| <= 1e4
     (``jnp.sin``: 3.3e-8), far inside the spec's atol of 5e-6; the pole's angle stays below 0.3
     while an episode lasts (it ends past 0.21)."""
     k = jnp.round(x * _TWO_OVER_PI)
