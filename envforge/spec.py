@@ -118,8 +118,8 @@ class VerifySettings(_Model):
     l1_batch: int = 64
     l1_sweep: int = 4096
     reset_samples: int = 2000
-    seed_sweep: int = Field(default=1 << 25, ge=0, le=1 << 32)
-    seed_sweep_seconds: float = Field(default=30.0, gt=0)
+    seed_sweep: int = Field(default=1 << 32, ge=0, le=1 << 32)
+    seed_sweep_seconds: float = Field(default=60.0, gt=0)
     alpha: float = 0.001
     l2_examples: int = 40
     l2_steps: int = 30

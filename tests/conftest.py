@@ -23,6 +23,9 @@ from envforge.spec import EnvSpec, load_spec  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 PONG_SPEC = ROOT / "references" / "pong" / "env.toml"
 PONG_PORT = ROOT / "generated" / "pong" / "jax" / "pong.py"
+QUICK_SWEEP = 1 << 22
+"""The L1 reset sweep of tests that are not about it: by default the verifier sweeps every
+seed that fits its time budget (tens of seconds), which the suite cannot pay per verify."""
 
 settings.register_profile(
     "ci",

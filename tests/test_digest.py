@@ -157,15 +157,16 @@ def test_sweep_is_cut_to_the_time_budget_and_says_so() -> None:
     from envforge.verify.context import VerifyOptions
     from envforge.verify.runner import verify
 
-    spec = SPEC.model_copy(
-        update={"verify": SPEC.verify.model_copy(update={"seed_sweep_seconds": 0.05})}
-    )
+    # the budget scales with --scale like the seed count: 0.4 s here
+    settings = {"seed_sweep": 1 << 25, "seed_sweep_seconds": 8.0}
+    spec = SPEC.model_copy(update={"verify": SPEC.verify.model_copy(update=settings)})
     report = verify(spec, PONG_PORT.parent, [1], VerifyOptions(scale=0.05))
     [level] = report.levels
     assert level.status == "pass", level.summary
     assert level.stats["reset_sweep_reduced_from"] == round((1 << 25) * 0.05)
     swept = level.stats["reset_sweep_seeds"]
-    assert swept < level.stats["reset_sweep_reduced_from"] and swept & (swept - 1) == 0
+    assert swept < level.stats["reset_sweep_reduced_from"] and swept % 4096 == 0
+    assert level.stats["reset_sweep_seconds"] < 3.0
     assert f"every seed below {swept} resets identically (cut from" in level.summary
 
 
@@ -178,22 +179,163 @@ def test_a_slow_first_call_does_not_cut_the_sweep(monkeypatch: pytest.MonkeyPatc
     from envforge.verify.context import VerifyOptions
     from envforge.verify.runner import verify
 
-    original = JaxDriver.reset_digest
+    original = JaxDriver.reset_digest_range
     calls: list[int] = []
 
-    def slow_first(self, seeds, block):  # type: ignore[no-untyped-def]
-        calls.append(len(seeds))
+    def slow_first(self, start, count, block):  # type: ignore[no-untyped-def]
+        calls.append(count)
         if len(calls) == 1:
             time.sleep(1.5)
-        return original(self, seeds, block)
+        return original(self, start, count, block)
 
-    monkeypatch.setattr(JaxDriver, "reset_digest", slow_first)
-    spec = SPEC.model_copy(
-        update={"verify": SPEC.verify.model_copy(update={"seed_sweep_seconds": 8.0})}
-    )
+    monkeypatch.setattr(JaxDriver, "reset_digest_range", slow_first)
+    settings = {"seed_sweep": 1 << 25, "seed_sweep_seconds": 64.0}  # 8 s at scale 1/8
+    spec = SPEC.model_copy(update={"verify": SPEC.verify.model_copy(update=settings)})
     report = verify(spec, PONG_PORT.parent, [1], VerifyOptions(scale=0.125, isolate=False))
     [level] = report.levels
     assert level.status == "pass", level.summary
     assert "reset_sweep_reduced_from" not in level.stats, level.stats
     assert level.stats["reset_sweep_seeds"] == 1 << 22 and sum(calls) == 1 << 22
     assert calls[1] < calls[2] == 1 << 20  # the second call was sized by the first's rate
+
+
+# ---- a block's digest is its rows' alone, so a reference's digests can be kept -----------------
+
+
+@pytest.mark.parametrize("side", ["numpy", "c strict", "jax", "jax isolated"])
+def test_block_digests_do_not_depend_on_the_call(side: str) -> None:
+    """Blocks hashed in one call, in calls of other sizes, or by seed range: the same digests
+    (the sweep reuses a reference's digests computed in other runs, with other call sizes)."""
+    from envforge.backends.recipe import build_driver, port_recipe
+
+    block = 512
+    seeds = np.arange(40_000, 40_000 + 8 * block, dtype=np.uint32)
+    if side == "numpy":
+        states = random_states(8 * block)
+        whole = state_digests(SPEC, states, block)
+        parts = [
+            state_digests(SPEC, {k: v[a:b] for k, v in states.items()}, block)
+            for a, b in ((0, block), (block, 4 * block), (4 * block, 8 * block))
+        ]
+        assert (np.concatenate(parts) == whole).all()
+        return
+    if side.startswith("jax"):
+        recipe = port_recipe(SPEC, SPEC.root.parents[1] / "generated/pong/jax")
+    else:
+        recipe = reference_recipe(SPEC, True)
+    driver = open_driver(recipe, True, 60.0) if "isolated" in side else build_driver(recipe)
+    try:
+        whole = driver.reset_digest(seeds, block)
+        parts = [
+            driver.reset_digest(seeds[a:b], block) for a, b in ((0, block), (block, 8 * block))
+        ]
+        assert (np.concatenate(parts) == whole).all()
+        by_range = [
+            driver.reset_digest_range(40_000 + a, n, block)
+            for a, n in ((0, 3 * block), (3 * block, 5 * block))
+        ]
+        assert (np.concatenate(by_range) == whole).all()
+    finally:
+        driver.close()
+
+
+def test_digest_cache_grows_only_at_its_end(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from envforge.verify.digest_cache import DigestCache
+
+    cache = DigestCache(tmp_path / "d" / "x.u64", 4096)
+    assert cache.blocks() == 0 and cache.read(0, 1) is None
+    cache.extend(0, np.arange(5, dtype=np.uint64))
+    cache.extend(7, np.arange(3, dtype=np.uint64))  # a gap: not written
+    assert cache.blocks() == 5 and cache.seeds() == 5 * 4096
+    cache.extend(3, np.array([30, 40, 50, 60], np.uint64))  # 3, 4 kept as they were; 5, 6 new
+    kept = cache.read(0, 7)
+    assert kept is not None and kept.tolist() == [0, 1, 2, 3, 4, 50, 60]
+    assert cache.read(5, 3) is None
+    with open(cache.path, "ab") as fh:
+        fh.write(b"torn")  # a writer killed mid-entry
+    assert cache.blocks() == 7
+    cache.extend(7, np.array([70], np.uint64))
+    kept = cache.read(6, 2)
+    assert kept is not None and kept.tolist() == [60, 70]
+    cache.drop()
+    assert cache.blocks() == 0
+
+
+def _sweep(monkeypatch, tmp_path, seeds: int):  # type: ignore[no-untyped-def]
+    """An in-process L1 reset sweep of the shipped pong port over ``seeds`` seeds; returns the
+    level's stats and how many seeds the reference reset."""
+    from conftest import PONG_PORT
+
+    from envforge.backends.c import CDriver
+    from envforge.backends.recipe import build_driver, port_recipe
+    from envforge.verify.checked import CheckedDriver
+    from envforge.verify.context import VerifyContext, VerifyOptions
+    from envforge.verify.properties import check_reset_sweep
+
+    monkeypatch.setenv("ENVFORGE_CACHE", str(tmp_path))
+    reset: list[int] = []
+    original = CDriver.reset_digest
+
+    def counted(self, s, block):  # type: ignore[no-untyped-def]
+        reset.append(len(s))
+        return original(self, s, block)
+
+    monkeypatch.setattr(CDriver, "reset_digest", counted)
+    ref = CheckedDriver(build_driver(reference_recipe(SPEC)))
+    port = CheckedDriver(build_driver(port_recipe(SPEC, PONG_PORT.parent)))
+    ctx = VerifyContext(SPEC, ref, port, VerifyOptions(seed_sweep=seeds))
+    finding, stats = check_reset_sweep(ctx)
+    assert finding is None
+    return stats, sum(reset)
+
+
+def test_sweep_keeps_the_reference_digests_and_reuses_them(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from envforge.verify.properties import SWEEP_LIVE
+
+    n = 1 << 23
+    stats, reset = _sweep(monkeypatch, tmp_path, n)
+    assert reset == n and stats["reset_sweep_reference_kept"] == 0
+    [kept] = (tmp_path / "digests").iterdir()
+    assert kept.stat().st_size == n // 4096 * 8
+    stats, reset = _sweep(monkeypatch, tmp_path, n)
+    assert stats["reset_sweep_seeds"] == n
+    # only the first seeds are reset live (they check what was kept)
+    assert SWEEP_LIVE <= reset < SWEEP_LIVE + (1 << 20)
+    assert stats["reset_sweep_reference_kept"] == n - reset
+
+
+def test_stale_kept_digests_are_dropped_not_trusted(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A kept digest that is wrong (a reference changed in a way its fingerprint missed) is
+    found out where it differs from the port: the block is reset live, agrees, and the file
+    is dropped; one wrong among the first seeds drops it before anything is reused."""
+    n = 1 << 23
+    _sweep(monkeypatch, tmp_path, n)
+    [kept] = (tmp_path / "digests").iterdir()
+    digests = np.fromfile(kept, dtype="<u8")
+    late = digests.copy()
+    late[1500] ^= np.uint64(1)  # seeds 6 144 000.. (beyond the live ones)
+    late.tofile(kept)
+    stats, _ = _sweep(monkeypatch, tmp_path, n)
+    assert stats["reset_sweep_seeds"] == n and stats["reset_sweep_blocks_fetched"] == 1
+    assert "stale" in stats["reset_sweep_cache_dropped"] and not kept.exists()
+    _sweep(monkeypatch, tmp_path, n)
+    early = np.fromfile(kept, dtype="<u8")
+    early[3] ^= np.uint64(1)
+    early.tofile(kept)
+    stats, reset = _sweep(monkeypatch, tmp_path, n)
+    assert "differ from live" in stats["reset_sweep_cache_dropped"]
+    assert reset == n and stats["reset_sweep_reference_kept"] == 0
+
+
+def test_sweepable_uses_the_rate_of_each_stretch() -> None:
+    from envforge.verify.properties import SWEEP_LIVE, _sweepable
+
+    live, kept_rate = 1e-7, 1e-8
+    kept = SWEEP_LIVE + 10**9
+    rates = {False: live, True: kept_rate}
+    # the kept stretch costs 10 s, then live seeds at 10 M/s
+    assert _sweepable(15.0, SWEEP_LIVE, 1 << 32, kept, rates) == kept + 50_000_000
+    assert _sweepable(5.0, SWEEP_LIVE, 1 << 32, kept, rates) == SWEEP_LIVE + 500_000_000
+    assert _sweepable(100.0, SWEEP_LIVE, kept, kept, rates) == kept
+    # no rate seen with kept digests yet: the live one is assumed
+    assert _sweepable(5.0, SWEEP_LIVE, 1 << 32, kept, {False: live}) == SWEEP_LIVE + 50_000_000

@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from conftest import QUICK_SWEEP
+
 from envforge.spec import load_spec
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
@@ -136,7 +138,8 @@ def counter_env(tmp_path: Path, crash_at: int = 1000, port_bug: str = "") -> tup
 def test_counter_env_passes(tmp_path: Path) -> None:
     """The harness itself is sound: without a planted bug the tiny env verifies."""
     toml, port = counter_env(tmp_path)
-    report = verify(load_spec(toml), port, [0, 1, 2, 3], VerifyOptions(scale=1.0))
+    options = VerifyOptions(scale=1.0, seed_sweep=QUICK_SWEEP)
+    report = verify(load_spec(toml), port, [0, 1, 2, 3], options)
     assert [lv.status for lv in report.levels] == ["pass"] * 4, report.to_dict()
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import QUICK_SWEEP
 
 from envforge.backends.c import CDriver
 from envforge.backends.rust import RustDriver
@@ -243,7 +244,8 @@ def test_build_errors_are_l0_findings_with_the_compiler_message(pong_spec, tmp_p
 
 
 def test_pong_rust_port_is_equivalent_at_levels_0_to_3(pong_spec) -> None:  # type: ignore[no-untyped-def]
-    report = verify(pong_spec, PONG, [0, 1, 2, 3], VerifyOptions(scale=0.05))
+    options = VerifyOptions(scale=0.05, seed_sweep=QUICK_SWEEP)
+    report = verify(pong_spec, PONG, [0, 1, 2, 3], options)
     assert report.passed, [(lv.level, lv.summary) for lv in report.levels]
 
 
@@ -278,7 +280,8 @@ SANDBOXES = [
 
 @pytest.mark.parametrize("kind", SANDBOXES)
 def test_rust_ports_run_in_the_sandboxes(pong_spec, pong_rust, kind: str) -> None:  # type: ignore[no-untyped-def]
-    report = verify(pong_spec, PONG, [0, 1], VerifyOptions(scale=0.1, sandbox=kind))
+    options = VerifyOptions(scale=0.1, sandbox=kind, seed_sweep=QUICK_SWEEP)
+    report = verify(pong_spec, PONG, [0, 1], options)
     assert report.passed, [(lv.level, lv.summary) for lv in report.levels]
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import QUICK_SWEEP
 
 import envforge
 from envforge.locate import spec_for_name
@@ -236,7 +237,7 @@ def test_hostile_ports_become_findings(
 
 def test_the_verifier_goes_on_after_a_hostile_port(sandbox: Sandbox, tmp_path: Path) -> None:
     spec = spec_for_name("pong")
-    options = VerifyOptions(sandbox=sandbox.kind, timeout_s=10, scale=0.1)
+    options = VerifyOptions(sandbox=sandbox.kind, timeout_s=10, scale=0.1, seed_sweep=QUICK_SWEEP)
     bad = verify(spec, hostile_port(tmp_path, "memory"), [0, 1], options)
     good = verify(spec, ROOT / "generated/pong/jax", [0], options)
     assert not bad.passed and good.passed

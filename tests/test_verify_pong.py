@@ -1,11 +1,12 @@
 """The shipped pong port passes L0–L3, and each level catches the broken ports it should.
 
 Every broken port is a small exact patch of ``generated/pong/jax/pong.py`` (see conftest). Each
-bug lists the levels that, run alone at a fifth of the default scale, must catch it; the test
-asserts the check, the diverging field, and that the finding's port lines name the patched
-line. The lists were measured, not assumed, and leave a level out where it cannot see the bug
-at that scale (no episode lasts the 10000 ticks that truncate; L1 never resets with a seed of
-2**24 or more; L2's few short programs rarely meet a moving paddle) or only slowly.
+bug lists the levels that, run alone at a fifth of the default scale (and L1's reset sweep cut
+to ``QUICK_SWEEP`` seeds), must catch it; the test asserts the check, the diverging field, and
+that the finding's port lines name the patched line. The lists were measured, not assumed, and
+leave a level out where it cannot see the bug at that scale (no episode lasts the 10000 ticks
+that truncate; L1 then never resets with a seed of 2**24 or more; L2's few short programs
+rarely meet a moving paddle) or only slowly.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import PONG_PORT, PONG_SPEC, ROOT, PatchedPort, apply_patch
+from conftest import PONG_PORT, PONG_SPEC, QUICK_SWEEP, ROOT, PatchedPort, apply_patch
 
 from envforge.spec import load_spec
 from envforge.verify.context import VerifyOptions
@@ -186,7 +187,9 @@ class Job:
 
     edits: tuple[tuple[str, str], ...] = ()
     levels: tuple[int, ...] = (0, 1, 2, 3)
-    options: VerifyOptions = field(default_factory=lambda: VerifyOptions(scale=0.2))
+    options: VerifyOptions = field(
+        default_factory=lambda: VerifyOptions(scale=0.2, seed_sweep=QUICK_SWEEP)
+    )
     spec: Path = PONG_SPEC
     port: Path = PONG_PORT
     settings: tuple[tuple[str, int], ...] = ()
@@ -202,12 +205,14 @@ class Verified:
 JOBS: dict[str, Job] = {
     # full L3 (100 episodes per policy); L1 and L2 with fewer examples than their defaults
     "shipped": Job(
-        options=VerifyOptions(scale=1.0),
+        options=VerifyOptions(scale=1.0, seed_sweep=QUICK_SWEEP),
         settings=(("l1_examples", 50), ("l1_sweep", 1024), ("l2_examples", 12)),
     ),
     **{f"{b.name}@L{level}": Job(b.edits, (level,)) for b in BROKEN for level in b.levels},
     "seed_wraps_at_2_24": Job(
-        BY_NAME["seed_wraps_at_2_24"].edits, (1, 2), VerifyOptions(scale=0.2, all_levels=True)
+        BY_NAME["seed_wraps_at_2_24"].edits,
+        (1, 2),
+        VerifyOptions(scale=0.2, all_levels=True, seed_sweep=QUICK_SWEEP),
     ),
     "serve_direction_le_half": Job(
         (("direction = jnp.where(u < HALF", "direction = jnp.where(u <= HALF"),),

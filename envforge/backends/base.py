@@ -84,6 +84,19 @@ class Driver(ABC):
             self.spec, canonicalize(self.spec, self.reset(seeds), self.side, "reset"), block
         )
 
+    def reset_digest_range(self, start: int, count: int, block: int) -> np.ndarray:
+        """``reset_digest`` of the seeds ``start, start + 1, ..., start + count - 1`` (uint32,
+        wrapping): the sweep's calls, which an isolated driver sends as two numbers instead of
+        an array of seeds, and a JAX driver makes on the device."""
+        seeds = (np.arange(count, dtype=np.uint64) + np.uint64(start)).astype(np.uint32)
+        return self.reset_digest(seeds, block)
+
+    def reset_fingerprint(self) -> str | None:
+        """A string that changes whenever this driver's resets could change (its code, build
+        flags, compiler), or None when no such string is known. The verifier keeps a
+        reference's reset digests under it (``verify/digest_cache.py``); None keeps nothing."""
+        return None
+
     def source_files(self) -> list[Path]:
         """Files that implement this side, used to localize findings."""
         return []

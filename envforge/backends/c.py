@@ -168,8 +168,9 @@ void envforge_reset_digest(int64_t ef_n, const uint32_t* ef_seeds, int64_t ef_bl
             uint64_t ef_v;
             (void)ef_v;
 {body}
-            ef_lo_sum += envforge_fmix32(ef_lo + (uint32_t)ef_i * {ROW_MULT[0]}u);
-            ef_hi_sum += envforge_fmix32(ef_hi ^ ((uint32_t)ef_i * {ROW_MULT[1]}u));
+            uint32_t ef_row = (uint32_t)(ef_i - ef_first);
+            ef_lo_sum += envforge_fmix32(ef_lo + ef_row * {ROW_MULT[0]}u);
+            ef_hi_sum += envforge_fmix32(ef_hi ^ (ef_row * {ROW_MULT[1]}u));
         }}
         ef_lo_sums[ef_first / ef_block] = ef_lo_sum;
         ef_hi_sums[ef_first / ef_block] = ef_hi_sum;
@@ -284,6 +285,8 @@ class CDriver(Driver):
         self.reference = reference
         lib_path, members = compile_reference(spec, reference, strict_float)
         self.lib = ctypes.CDLL(str(lib_path))
+        # the library's name carries the hash of its source, shim, flags and compiler
+        self._fingerprint = f"c:{lib_path.stem}"
         self.dtype = self._checked_dtype(members)
         self.field_map = {f.name: (f.c_field or f.name) for f in spec.state}
         names = {m for m, _, _ in members}
@@ -385,6 +388,9 @@ class CDriver(Driver):
 
     def observe(self, state: State) -> np.ndarray:
         return self._observe_structs(self._structs(state))
+
+    def reset_fingerprint(self) -> str | None:
+        return self._fingerprint
 
     def source_files(self) -> list[Path]:
         return [

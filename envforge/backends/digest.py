@@ -14,12 +14,14 @@ where the states are made (the C shim, a jitted JAX function) without 64-bit int
   bool) widened to one word;
 * two **lanes** per row, ``h = (h ^ word) * K_j`` over the words (``K_j`` odd: each step is a
   bijection of ``h``, so a change in any one word always changes both lanes), then the row's
-  index ``i`` within the call is folded in and the lane finalized (murmur3's ``fmix32``, a
+  index ``i`` within its block is folded in and the lane finalized (murmur3's ``fmix32``, a
   bijection): ``lo = fmix32(lo + i * 0x9E3779B9)``, ``hi = fmix32(hi ^ (i * 0x85EBCA6B))``;
 * a block's digest: the wrapping uint32 sums of its rows' lanes, ``hi << 32 | lo``.
 
 One changed row always changes its block's digest; several changed rows (or swapped rows) leave
-it unchanged only by a chance of about 2^-32 per lane.
+it unchanged only by a chance of about 2^-32 per lane. A block's digest depends on its rows
+alone, not on which call computed it or where in the call it sat, so the verifier can keep a
+reference's digests and reuse them (``verify/digest_cache.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ import numpy as np
 
 from envforge.spec import EnvSpec
 
+DIGEST_VERSION = 2
+"""Raised whenever the definition above changes (kept digests of an older one are not used)."""
 LANE_START = (0x7F4A7C15, 0x9E3779B9)
 ROW_MULT = (0x9E3779B9, 0x85EBCA6B)
 """The row index is multiplied by these before it is folded into lane 0 (added) and 1 (xored)."""
@@ -52,7 +56,7 @@ def fmix32(x: Any) -> Any:
 
 
 def fold_index(lo: Any, hi: Any, index: Any) -> tuple[Any, Any]:
-    """Each row's lanes with its index within the call folded in and finalized (numpy or JAX
+    """Each row's lanes with its index within its block folded in and finalized (numpy or JAX
     uint32 arrays; wrapping arithmetic)."""
     return (
         fmix32(lo + index * np.uint32(ROW_MULT[0])),
@@ -80,7 +84,7 @@ def finish(lo: np.ndarray, hi: np.ndarray, block: int) -> np.ndarray:
     """Block digests from the rows' lanes before the index is folded in (``[n]`` uint32 each)."""
     n = len(lo)
     with np.errstate(over="ignore"):
-        lo, hi = fold_index(lo, hi, np.arange(n, dtype=np.uint32))
+        lo, hi = fold_index(lo, hi, np.arange(n, dtype=np.uint32) % np.uint32(block))
     starts = np.arange(0, n, block)
     return join(
         np.add.reduceat(lo, starts, dtype=np.uint32), np.add.reduceat(hi, starts, dtype=np.uint32)

@@ -50,7 +50,11 @@ def _serve(recipe: Recipe, conn: Connection, log_path: str) -> None:
         conn.send(
             (
                 "ok",
-                {"describe": driver.describe(), "sources": [str(p) for p in driver.source_files()]},
+                {
+                    "describe": driver.describe(),
+                    "sources": [str(p) for p in driver.source_files()],
+                    "fingerprint": driver.reset_fingerprint(),
+                },
             )
         )
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
@@ -93,6 +97,8 @@ class IsolatedDriver(Driver):
         info = self._call_raw("build", build_timeout_s)
         self._describe = info["describe"]
         self._sources = [Path(p) for p in info["sources"]]
+        fingerprint = info.get("fingerprint")
+        self._fingerprint = fingerprint if isinstance(fingerprint, str) else None
 
     # ---- plumbing ---------------------------------------------------------------------
     def _stderr_tail(self, limit: int = 2000) -> str:
@@ -165,6 +171,13 @@ class IsolatedDriver(Driver):
     def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
         result: np.ndarray = self._call("reset_digest", seeds, block)
         return result
+
+    def reset_digest_range(self, start: int, count: int, block: int) -> np.ndarray:
+        result: np.ndarray = self._call("reset_digest_range", start, count, block)
+        return result
+
+    def reset_fingerprint(self) -> str | None:
+        return self._fingerprint
 
     def source_files(self) -> list[Path]:
         return self._sources

@@ -86,6 +86,7 @@ class JaxDriver(Driver):
         self._jax = jax
         self._native: bool | None = None
         self._digests: dict[int, Any] = {}
+        self._range_digests: dict[tuple[int, int], Any] = {}
 
     # numpy <-> jax at the boundary, with padding to a power-of-two batch
     def _to_device(self, arr: np.ndarray, pad_to: int) -> Any:
@@ -124,6 +125,23 @@ class JaxDriver(Driver):
         lo, hi = self._digests[block](self._jnp.asarray(np.asarray(seeds, dtype=np.uint32)))
         return join(np.asarray(lo), np.asarray(hi))
 
+    def reset_digest_range(self, start: int, count: int, block: int) -> np.ndarray:
+        """The seeds are made inside the jitted call (``start`` is an argument: one compile
+        per ``count``)."""
+        if count == 0 or block < 1 or count % block or not self._digest_native():
+            return super().reset_digest_range(start, count, block)
+        key = (block, count)
+        if key not in self._range_digests:
+            jnp = self._jnp
+
+            def digest(first: Any) -> tuple[Any, Any]:
+                seeds = first + jnp.arange(count, dtype=jnp.uint32)
+                return self._digest(seeds, block)
+
+            self._range_digests[key] = self._jax.jit(digest)
+        lo, hi = self._range_digests[key](np.uint32(start % (1 << 32)))
+        return join(np.asarray(lo), np.asarray(hi))
+
     def _digest_native(self) -> bool:
         if self._native is None:
             probe = self._reset(self._jnp.zeros(1, self._jnp.uint32))
@@ -153,7 +171,7 @@ class JaxDriver(Driver):
                 lo = (lo ^ words[:, k]) * jnp.uint32(word_key(j, 0))
                 hi = (hi ^ words[:, k]) * jnp.uint32(word_key(j, 1))
                 j += 1
-        lo, hi = fold_index(lo, hi, jnp.arange(n, dtype=jnp.uint32))
+        lo, hi = fold_index(lo, hi, jnp.arange(n, dtype=jnp.uint32) % jnp.uint32(block))
         return (
             lo.reshape(-1, block).sum(axis=1, dtype=jnp.uint32),
             hi.reshape(-1, block).sum(axis=1, dtype=jnp.uint32),

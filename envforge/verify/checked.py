@@ -37,8 +37,15 @@ class CheckedDriver(Driver):
         return obs.astype(self.spec.observation.dtype, copy=False)
 
     def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
-        digests = np.asarray(self.inner.reset_digest(seeds, block))
-        expected = (-(-len(seeds) // block),)
+        return self._checked_digests(self.inner.reset_digest(seeds, block), len(seeds), block)
+
+    def reset_digest_range(self, start: int, count: int, block: int) -> np.ndarray:
+        digests = self.inner.reset_digest_range(start, count, block)
+        return self._checked_digests(digests, count, block)
+
+    def _checked_digests(self, result: np.ndarray, count: int, block: int) -> np.ndarray:
+        digests = np.asarray(result)
+        expected = (-(-count // block),)
         if digests.shape != expected or digests.dtype != np.uint64:
             raise ContractViolation(
                 self.side,
@@ -46,6 +53,9 @@ class CheckedDriver(Driver):
                 f"digest array {digests.dtype}{list(digests.shape)}, expected uint64{list(expected)}",
             )
         return digests
+
+    def reset_fingerprint(self) -> str | None:
+        return self.inner.reset_fingerprint()
 
     def source_files(self) -> list[Path]:
         return self.inner.source_files()

@@ -27,6 +27,7 @@ from envforge.errors import DriverFailure
 from envforge.spec import EnvSpec
 from envforge.verify.compare import Diff, compare_transitions
 from envforge.verify.context import VerifyContext, reset_mismatch
+from envforge.verify.digest_cache import DigestCache
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.report import LevelResult
 from envforge.verify.strategies import (
@@ -231,6 +232,9 @@ SWEEP_CHUNK = 1 << 20
 """Seeds per reset_digest call in the seed sweep."""
 SWEEP_BLOCK = 4096
 """Seeds per digest: where two digests differ, this many states are fetched and compared."""
+SWEEP_LIVE = 3 * SWEEP_CHUNK
+"""Seeds below this are always reset live on both sides: they check a reference's kept
+digests, and give the live rate at least one call of a size seen before (a warm one)."""
 
 
 def default_sweep(spec: EnvSpec, scale: float) -> int:
@@ -256,31 +260,58 @@ def check_reset_sweep(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any
     """Every seed in ``[0, N)`` must reset to the reference's state (``replicate`` mode).
 
     Sampled seeds miss a port that differs on a handful of seeds (a zero guard in a seed hash,
-    ``<`` against ``<=`` on one drawn value). Each side hashes its reset states in blocks where
-    it runs (``Driver.reset_digest``), both sides in parallel; only blocks whose digests differ
-    are fetched and compared with the spec's comparison. Small seeds come first: they are the
-    ones users pass.
+    ``<`` against ``<=`` on one drawn value); only an exhaustive sweep sees a port that differs
+    on two seeds in 2^32. Each side hashes its reset states in blocks where it runs
+    (``Driver.reset_digest``), both sides in parallel; only blocks whose digests differ are
+    fetched and compared with the spec's comparison. Small seeds come first: they are the ones
+    users pass. The reference's digests are kept between runs (``verify/digest_cache.py``), so
+    after the first sweep of a C reference only the port resets; the first ``SWEEP_LIVE``
+    seeds are always reset live on both sides and check what was kept.
 
-    Without ``--seed-sweep``, N is the spec's ``seed_sweep`` times ``--scale``, lowered to a
-    power of two when the measured rate shows it would take longer than
-    ``seed_sweep_seconds`` (a Python reference resets thousands of times slower than C); the
-    stats and the level's summary say so."""
-    total = sweep_size(ctx)
+    Without ``--seed-sweep``, N is the spec's ``seed_sweep`` (all 2^32 seeds unless the spec
+    says otherwise) times ``--scale``, lowered (to whole blocks of ``SWEEP_BLOCK`` seeds) to
+    what the measured rates show fits in ``seed_sweep_seconds`` times ``--scale`` (a Python
+    reference resets thousands of times slower than C; a cold cache costs the reference's time
+    too); the stats and the level's summary say so. ``--seed-sweep N`` sweeps exactly N."""
+    total = goal = sweep_size(ctx)
     if ctx.spec.rng.mode != "replicate" or total <= 0:
         return None, {}
+    budgeted = ctx.options.seed_sweep is None
+    budget = ctx.spec.verify.seed_sweep_seconds * ctx.options.scale
+    cache = DigestCache.for_driver(ctx.spec, ctx.ref, SWEEP_BLOCK)
+    kept = cache.seeds() if cache is not None else 0
     stats: dict[str, Any] = {}
     start_time = time.perf_counter()
-    fetched = 0
-    start = 0
-    best_rate = float("inf")
-    size, calls = SWEEP_BLOCK, 0
+    fetched = reused = start = calls = 0
+    size = SWEEP_BLOCK
+    sizes: set[int] = set()
+    rates: dict[bool, float] = {}  # best seconds per seed, by whether the reference was kept
+    cold: dict[bool, float] = {}  # the same from calls of a new size, until warm ones are seen
     with ThreadPoolExecutor(2) as pool:
         while start < total:
             chunk_start = time.perf_counter()
             seeds = np.arange(start, min(total, start + size), dtype=np.uint64).astype(np.uint32)
-            ref_f = pool.submit(ctx.ref.reset_digest, seeds, SWEEP_BLOCK)
-            port_f = pool.submit(ctx.port.reset_digest, seeds, SWEEP_BLOCK)
-            ref_d, port_d = ref_f.result(), port_f.result()
+            first, whole = start // SWEEP_BLOCK, len(seeds) // SWEEP_BLOCK
+            ref_d = None
+            if cache is not None and start >= SWEEP_LIVE and len(seeds) % SWEEP_BLOCK == 0:
+                ref_d = cache.read(first, whole)
+            from_cache = ref_d is not None
+            args = (start, len(seeds), SWEEP_BLOCK)
+            ref_f = None if from_cache else pool.submit(ctx.ref.reset_digest_range, *args)
+            port_f = pool.submit(ctx.port.reset_digest_range, *args)
+            if ref_f is not None:
+                ref_d = ref_f.result()
+            port_d = port_f.result()
+            assert ref_d is not None
+            if from_cache:
+                reused += len(seeds)
+            elif cache is not None:
+                seen = cache.read(first, max(0, min(whole, cache.blocks() - first)))
+                if seen is not None and not np.array_equal(seen, ref_d[: len(seen)]):
+                    _drop_cache(cache, stats, "kept digests differ from live resets")
+                    cache = None
+                else:
+                    cache.extend(first, ref_d[:whole])
             for b in np.flatnonzero(ref_d != port_d):
                 block = seeds[b * SWEEP_BLOCK : (b + 1) * SWEEP_BLOCK]
                 fetched += 1
@@ -291,38 +322,79 @@ def check_reset_sweep(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any
                 if finding is not None:
                     stats.update(reset_sweep_seeds=int(block[0]) + len(block))
                     return finding, stats
+                if from_cache and cache is not None:
+                    live = ctx.ref.reset_digest(block, SWEEP_BLOCK)
+                    if live[0] != ref_d[b]:
+                        _drop_cache(cache, stats, f"a kept digest (seed {block[0]}) is stale")
+                        cache = None
             start += len(seeds)
             calls += 1
             rate = (time.perf_counter() - chunk_start) / len(seeds)
             size = SWEEP_CHUNK
-            if ctx.options.seed_sweep is None and start < total:
-                # Keep within the time budget. The first call is no guide to the rate (call
-                # overhead; a JAX driver compiling): it cuts nothing unless the budget is already
-                # spent, but the next call is kept to what half the budget left would allow even
-                # at that rate (a slow Python reference is then measured on a real chunk). After
-                # the second call only a sweep whose next chunk alone would not fit is cut (that
-                # call may have compiled another batch size too); from then on the best rate
-                # seen so far judges the rest.
+            fresh = len(seeds) not in sizes  # a call of a new size may have compiled
+            sizes.add(len(seeds))
+            if budgeted and start < goal:
+                # Keep within the time budget; the plan (``total``) is made anew after every
+                # call from the rates seen so far, so an early pessimistic one is not final.
+                # The first call is no guide to the rate (call overhead; a JAX driver
+                # compiling): it cuts nothing unless the budget is already spent, but the next
+                # call is kept to what half the budget left would allow even at that rate (a
+                # slow Python reference is then measured on a real chunk). A call of a size not
+                # seen before may have compiled too: it cuts only if the next chunk alone would
+                # not fit. Calls of a size seen before give the rates (with and without kept
+                # reference digests) that judge the whole rest.
                 elapsed = time.perf_counter() - start_time
-                budget = ctx.spec.verify.seed_sweep_seconds
+                left = budget - elapsed
                 if calls == 1:
-                    fits = start if elapsed >= budget else total
-                    size = _sweep_call_size((budget - elapsed) / 2 / max(rate, 1e-12))
+                    fits = start if left <= 0 else goal
+                    size = _sweep_call_size(left / 2 / max(rate, 1e-12))
                 else:
-                    best_rate = rate if calls == 2 else min(best_rate, rate)
-                    ahead = total - start if calls > 2 else min(total - start, SWEEP_CHUNK)
-                    fits = total
-                    if elapsed + best_rate * ahead > budget:
-                        fits = start + max(0, int((budget - elapsed) / best_rate))
-                if fits < total:
-                    stats.setdefault("reset_sweep_reduced_from", total)
-                    total = max(start, 1 << (fits.bit_length() - 1))
+                    if not fresh:
+                        rates[from_cache] = min(rates.get(from_cache, rate), rate)
+                    cold.setdefault(from_cache, rate)
+                    known = {**cold, **rates}
+                    horizon = min(goal, start + SWEEP_CHUNK) if fresh else goal
+                    fits = goal
+                    if _sweepable(left, start, horizon, kept, known) < horizon:
+                        fits = _sweepable(left, start, goal, kept, known)
+                total = goal if fits >= goal else max(start, fits // SWEEP_BLOCK * SWEEP_BLOCK)
+    if total < goal:
+        stats["reset_sweep_reduced_from"] = goal
     stats.update(
         reset_sweep_seeds=total,
         reset_sweep_blocks_fetched=fetched,
+        reset_sweep_reference_kept=reused,
         reset_sweep_seconds=round(time.perf_counter() - start_time, 2),
     )
     return None, stats
+
+
+def _drop_cache(cache: DigestCache, stats: dict[str, Any], why: str) -> None:
+    """Forget a reference's kept digests that proved wrong (the sweep goes on live)."""
+    cache.drop()
+    stats["reset_sweep_cache_dropped"] = why
+
+
+def _sweepable(seconds: float, start: int, end: int, kept: int, rates: dict[bool, float]) -> int:
+    """The seed up to which ``[start, end)`` can be swept in ``seconds``: seeds whose reference
+    digests are kept (from ``SWEEP_LIVE`` up to ``kept``) at the rate seen with kept digests
+    (the live rate until one was seen), the rest at the live rate."""
+    live = rates.get(False, rates.get(True, 0.0))
+    segments = (
+        (0, SWEEP_LIVE, live),
+        (SWEEP_LIVE, kept, rates.get(True, live)),
+        (kept, end, live),
+    )
+    at = start
+    for low, high, rate in segments:
+        a, b = max(low, at), min(high, end)
+        if b <= a:
+            continue
+        if (b - a) * rate > seconds:
+            return a + int(max(0.0, seconds) / max(rate, 1e-12))
+        seconds -= (b - a) * rate
+        at = b
+    return end
 
 
 def _distribution_finding(
@@ -383,9 +455,6 @@ def _distribution_finding(
 def run(ctx: VerifyContext) -> LevelResult:
     counter = _Counter()
     reset_finding, stats_out = check_reset(ctx)
-    if reset_finding is None:
-        reset_finding, sweep_stats = check_reset_sweep(ctx)
-        stats_out.update(sweep_stats)
     if reset_finding is not None:
         return LevelResult(1, "fail", reset_finding.message, [reset_finding], stats_out)
     finding = (
@@ -394,6 +463,9 @@ def run(ctx: VerifyContext) -> LevelResult:
         or check_steps_reachable(ctx, counter)
         or check_steps_boundaries(ctx, counter)
     )
+    if finding is None:  # last: the exhaustive reset sweep is L1's longest check
+        finding, sweep_stats = check_reset_sweep(ctx)
+        stats_out.update(sweep_stats)
     stats_out.update(
         transitions=counter.transitions,
         threshold_flag_flips_excused=counter.excused,
