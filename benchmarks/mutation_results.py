@@ -29,6 +29,22 @@ def pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def sweep_line(options: dict[str, Any]) -> list[str]:
+    """The L1 reset sweep every mutant got, and how the campaign chose it (replicate mode)."""
+    plan = options.get("seed_sweep_plan") or {}
+    if not plan:
+        return []
+    line = f"L1 reset sweep of every mutant: seeds 0..{options['seed_sweep'] - 1}"
+    if "seconds_per_seed" in plan:
+        rate = 1 / plan["seconds_per_seed"] / 1e6 if plan["seconds_per_seed"] else float("inf")
+        line += (
+            f" (the unmutated port's digests at {rate:.0f} M seeds/s, budget "
+            f"{plan['budget_s']:.0f} s; the reference's digests of "
+            f"{plan.get('reference_kept', 0)} seeds computed or kept beforehand)"
+        )
+    return ["", line + "."]
+
+
 def section(data: dict[str, Any], command: str) -> list[str]:
     counts = data["status_counts"]
     loc = data["localization"]
@@ -43,6 +59,7 @@ def section(data: dict[str, Any], command: str) -> list[str]:
         f"{data['stillborn']} stillborn set aside) in {data['wall_s'] / 60:.0f} min: "
         + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
         + ".",
+        *sweep_line(data["options"]),
         "",
         f"**Kill rate {pct(data['kill_rate'])}** of {data['non_equivalent']} non-equivalent "
         f"(target 95%: {'met' if data['targets']['kill_rate_met'] else 'missed'}); "
@@ -116,6 +133,7 @@ def main() -> int:
             progress=lambda done, total, run: print(
                 f"  {done}/{total} {run.job.mutant.id}", file=sys.stderr, flush=True
             ),
+            note=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True),
         )
         data = report.to_dict()
         data["command"] = (

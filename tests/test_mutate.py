@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from conftest import QUICK_SWEEP
+
 from envforge.locate import default_port, spec_for_name
 from envforge.mutate.ast_ops import python_edits
 from envforge.mutate.generate import generate, sample, sibling_fields
@@ -186,7 +188,12 @@ def test_small_fixed_campaign_kills_and_localizes() -> None:
         for d in ("`5.0` -> `5.5`", "`.tick` -> `.score_l`")  # opponent speed, tick counter
     ]
     report = run_campaign(
-        target, [0, 1], VerifyOptions(scale=0.2), parallel=2, time_limit_s=300, only=wanted
+        target,
+        [0, 1],
+        VerifyOptions(scale=0.2, seed_sweep=QUICK_SWEEP),
+        parallel=2,
+        time_limit_s=300,
+        only=wanted,
     )
     assert [o.status for o in report.outcomes] == ["killed", "killed"], report.to_dict()
     assert all(o.level == 1 and o.field_localized for o in report.outcomes)
@@ -237,3 +244,32 @@ def test_judge_classifies_runs() -> None:
     assert report.non_equivalent == 4 and report.kill_rate() == 0.25
     assert report.per_level()[1]["killed_through"] == 1
     assert report.localization()["field"] == 1.0
+
+
+def test_campaign_sweep_plan_keeps_the_reference_and_fits_the_budget(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Before a campaign the reference's digests of the whole default sweep are kept (by two
+    workers), and every mutant gets one fixed sweep: all of it when the unmutated port's rate
+    fits the budget, else the power of two that does."""
+    from envforge.mutate.sweep_plan import plan_sweep
+    from envforge.mutate.workspace import resolve_target
+    from envforge.verify.context import VerifyOptions
+
+    monkeypatch.setenv("ENVFORGE_CACHE", str(tmp_path))
+    base = spec_for_name("pong")
+
+    def target(seconds: float):  # type: ignore[no-untyped-def]
+        settings = {"seed_sweep": 1 << 23, "seed_sweep_seconds": seconds}
+        spec = base.model_copy(update={"verify": base.verify.model_copy(update=settings)})
+        return resolve_target(spec, "port", "jax", None)
+
+    notes: list[str] = []
+    n, info = plan_sweep(target(600.0), [0, 1], VerifyOptions(), 2, notes.append)
+    assert n == 1 << 23 and info["reference_kept"] == 1 << 23
+    assert len(notes) == 1 and "0..8388607" in notes[0]
+    [kept] = (tmp_path / "digests").iterdir()
+    assert kept.stat().st_size == (1 << 23) // 4096 * 8
+    # a budget of a millisecond: the plan is cut by the measured rate, and nothing is recomputed
+    n, info = plan_sweep(target(0.001), [0, 1], VerifyOptions(), 2, notes.append)
+    assert len(notes) == 1 and n < 1 << 23 and n & (n - 1) == 0
+    assert n * info["seconds_per_seed"] <= 0.001 or n == 4096
+    assert plan_sweep(target(600.0), [0, 2, 3], VerifyOptions(), 2, notes.append) == (1 << 23, {})

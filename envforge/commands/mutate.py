@@ -77,6 +77,7 @@ def mutate_command(
             only=mutant_ids or None,
             progress=progress,
             differential=not no_differential,
+            note=lambda msg: status.update(f"mutating {spec.name}: {msg}"),
         )
     data = report.to_dict()
     if out:

@@ -11,9 +11,9 @@ from pathlib import Path
 from envforge.mutate.execute import MutantJob, MutantRun, run_jobs
 from envforge.mutate.generate import generate, sample
 from envforge.mutate.report import MutationReport, judge
+from envforge.mutate.sweep_plan import plan_sweep
 from envforge.mutate.workspace import Target
 from envforge.verify.context import VerifyOptions
-from envforge.verify.properties import default_sweep
 
 Progress = Callable[[int, int, MutantRun], None]
 
@@ -29,12 +29,15 @@ def run_campaign(
     only: list[str] | None = None,
     progress: Progress | None = None,
     differential: bool = True,
+    note: Callable[[str], None] | None = None,
 ) -> MutationReport:
     """Mutate ``target``'s files, verify each sampled mutant, and judge the results."""
     start = time.perf_counter()
+    plan: dict[str, object] = {}
     if options.seed_sweep is None:
         # every mutant gets the same reset sweep: never one cut short by a busy machine
-        options = replace(options, seed_sweep=default_sweep(target.spec, options.scale))
+        sweep, plan = plan_sweep(target, levels, options, parallel, note or (lambda _: None))
+        options = replace(options, seed_sweep=sweep)
     originals: dict[str, str] = {}
     mutants = []
     generated = stillborn = 0
@@ -51,7 +54,13 @@ def run_campaign(
         side=target.side,
         files=list(originals),
         levels=levels,
-        options={**asdict(options), "limit": limit, "sample_seed": seed, "parallel": parallel},
+        options={
+            **asdict(options),
+            "limit": limit,
+            "sample_seed": seed,
+            "parallel": parallel,
+            "seed_sweep_plan": plan,
+        },
         generated=generated,
         stillborn=stillborn,
     )

@@ -88,7 +88,10 @@ def _worker(job: MutantJob, conn: Connection) -> None:
             job.options.seed,
         )
         effort, label = (FULL, "full") if report.passed else (LIGHT, "light")
-        if report.passed and reaches_reset(job.mutant, job.original):
+        # a survivor, or a kill by a reset difference that sampled seeds may not meet (the
+        # verifier's exhaustive sweep): find the differing fields over every seed too
+        reset_kill = finding is not None and finding.check == "reset.mismatch"
+        if (report.passed or reset_kill) and reaches_reset(job.mutant, job.original):
             effort = dataclasses.replace(effort, all_seeds=True)
         conn.send(("differential", diff.run(effort, label).to_dict()))
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
