@@ -46,8 +46,8 @@ def verify_command(
     seed_sweep: str = typer.Option(
         None,
         "--seed-sweep",
-        help="L1, replicate mode: reset every seed in [0, N) (N, 2^k, or full = 2^32; "
-        "default from the spec, 2^25).",
+        help="L1, replicate mode: reset exactly the seeds in [0, N) (N, 2^k, or full = 2^32). "
+        "Default: the spec's (every seed) times --scale, cut to its time budget.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
