@@ -22,6 +22,7 @@ import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, canonicalize
 from envforge.backends.digest import LANE_START, ROW_MULT, join, state_digests, word_key
+from envforge.cache import cache_root
 from envforge.errors import BadInput, ContractViolation
 from envforge.spec import EnvSpec
 
@@ -55,10 +56,7 @@ C_TYPES = {
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("ENVFORGE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "envforge"
-    )
-    path = Path(root) / "c"
+    path = cache_root() / "c"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

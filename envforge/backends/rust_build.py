@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from envforge.cache import cache_root
 from envforge.errors import BadInput, ContractViolation
 
 BUILD_TIMEOUT_S = 1200
@@ -62,10 +63,7 @@ class RustCache:
 
 
 def rust_cache() -> RustCache:
-    base = os.environ.get("ENVFORGE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "envforge"
-    )
-    root = Path(os.environ.get("ENVFORGE_RUST_CACHE") or Path(base) / "rust")
+    root = Path(os.environ.get("ENVFORGE_RUST_CACHE") or cache_root() / "rust")
     vendor = Path(os.environ.get("ENVFORGE_RUST_VENDOR") or root / "vendor")
     prebuilt = tuple(Path(p) for p in os.environ.get("ENVFORGE_RUST_PREBUILT", "").split(":") if p)
     return RustCache(root=root, vendor=vendor, prebuilt=prebuilt)

@@ -19,9 +19,9 @@ alike. Against that, and against a damaged file, the sweep always resets its fir
 on both sides and drops the file if they disagree with what was kept, and any block whose kept
 digest differs from the port's is reset live before it is judged (and the file dropped if the
 kept digest was wrong).
-A port in a sandbox cannot write here (the process sandbox leaves only its workspace writable,
-the docker sandbox has its own cache root); a port run unsandboxed can write anything its user
-can, this file and the compiled reference library alike.
+By the sandboxes' mount rules a port in one cannot write here (the process sandbox leaves only
+its workspace writable, the docker sandbox has its own cache root; not tested here); a port run
+unsandboxed can write anything its user can, this file and the compiled reference library alike.
 """
 
 from __future__ import annotations
@@ -36,14 +36,8 @@ import numpy as np
 
 from envforge.backends.base import Driver
 from envforge.backends.digest import DIGEST_VERSION
+from envforge.cache import cache_root
 from envforge.spec import EnvSpec
-
-
-def cache_root() -> Path:
-    root = os.environ.get("ENVFORGE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "envforge"
-    )
-    return Path(root) / "digests"
 
 
 class DigestCache:
@@ -61,7 +55,7 @@ class DigestCache:
         fields = [(f.name, f.dtype, list(f.shape)) for f in spec.state]
         key = json.dumps([fingerprint, DIGEST_VERSION, block, fields])
         digest = hashlib.sha256(key.encode()).hexdigest()[:20]
-        return cls(cache_root() / f"{spec.name}-{digest}.u64", block)
+        return cls(cache_root() / "digests" / f"{spec.name}-{digest}.u64", block)
 
     def blocks(self) -> int:
         """How many blocks are kept (whole 8-byte entries; a torn last write is not counted)."""

@@ -290,13 +290,13 @@ def check_reset_sweep(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any
     with ThreadPoolExecutor(2) as pool:
         while start < total:
             chunk_start = time.perf_counter()
-            seeds = np.arange(start, min(total, start + size), dtype=np.uint64).astype(np.uint32)
-            first, whole = start // SWEEP_BLOCK, len(seeds) // SWEEP_BLOCK
+            count = min(total, start + size) - start
+            first, whole = start // SWEEP_BLOCK, count // SWEEP_BLOCK
             ref_d = None
-            if cache is not None and start >= SWEEP_LIVE and len(seeds) % SWEEP_BLOCK == 0:
+            if cache is not None and start >= SWEEP_LIVE and count % SWEEP_BLOCK == 0:
                 ref_d = cache.read(first, whole)
             from_cache = ref_d is not None
-            args = (start, len(seeds), SWEEP_BLOCK)
+            args = (start, count, SWEEP_BLOCK)
             ref_f = None if from_cache else pool.submit(ctx.ref.reset_digest_range, *args)
             port_f = pool.submit(ctx.port.reset_digest_range, *args)
             if ref_f is not None:
@@ -304,16 +304,19 @@ def check_reset_sweep(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any
             port_d = port_f.result()
             assert ref_d is not None
             if from_cache:
-                reused += len(seeds)
+                reused += count
             elif cache is not None:
-                seen = cache.read(first, max(0, min(whole, cache.blocks() - first)))
-                if seen is not None and not np.array_equal(seen, ref_d[: len(seen)]):
+                overlap = min(whole, cache.blocks() - first)  # kept blocks this call recomputed
+                seen = cache.read(first, overlap) if overlap > 0 else None
+                if seen is not None and not np.array_equal(seen, ref_d[:overlap]):
                     _drop_cache(cache, stats, "kept digests differ from live resets")
                     cache = None
                 else:
                     cache.extend(first, ref_d[:whole])
             for b in np.flatnonzero(ref_d != port_d):
-                block = seeds[b * SWEEP_BLOCK : (b + 1) * SWEEP_BLOCK]
+                low = start + int(b) * SWEEP_BLOCK
+                block = np.arange(low, min(start + count, low + SWEEP_BLOCK), dtype=np.uint64)
+                block = block.astype(np.uint32)
                 fetched += 1
                 how = f" (found by the reset sweep over seeds 0..{total - 1})"
                 finding = reset_mismatch(
@@ -327,12 +330,12 @@ def check_reset_sweep(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any
                     if live[0] != ref_d[b]:
                         _drop_cache(cache, stats, f"a kept digest (seed {block[0]}) is stale")
                         cache = None
-            start += len(seeds)
+            start += count
             calls += 1
-            rate = (time.perf_counter() - chunk_start) / len(seeds)
+            rate = (time.perf_counter() - chunk_start) / count
             size = SWEEP_CHUNK
-            fresh = len(seeds) not in sizes  # a call of a new size may have compiled
-            sizes.add(len(seeds))
+            fresh = count not in sizes  # a call of a new size may have compiled
+            sizes.add(count)
             if budgeted and start < goal:
                 # Keep within the time budget; the plan (``total``) is made anew after every
                 # call from the rates seen so far, so an early pessimistic one is not final.
