@@ -28,7 +28,7 @@ def random_states(n: int, seed: int = 0) -> dict[str, np.ndarray]:
     }
 
 
-def test_one_changed_value_changes_only_its_block() -> None:
+def test_one_changed_value_changes_only_its_block(hashing: str) -> None:
     states = random_states(10_000)
     base = state_digests(SPEC, states, 1000)
     assert base.dtype == np.uint64 and base.shape == (10,)
@@ -40,7 +40,7 @@ def test_one_changed_value_changes_only_its_block() -> None:
         assert np.flatnonzero(after != base).tolist() == [4]
 
 
-def test_swapped_rows_and_cancelling_changes_are_seen() -> None:
+def test_swapped_rows_and_cancelling_changes_are_seen(hashing: str) -> None:
     states = random_states(64)
     swapped = {k: v[[1, 0, *range(2, 64)]] for k, v in states.items()}
     assert (state_digests(SPEC, swapped, 64) != state_digests(SPEC, states, 64)).all()
@@ -50,9 +50,20 @@ def test_swapped_rows_and_cancelling_changes_are_seen() -> None:
     assert (state_digests(SPEC, moved, 64) != state_digests(SPEC, states, 64)).all()
 
 
-def test_every_byte_of_every_dtype_and_shape_counts() -> None:
-    """Fields of 1, 4 and 8 bytes, scalar and shaped, strided or not: one flipped bit anywhere
-    changes its row's block, and a strided view hashes like its contiguous copy."""
+@pytest.fixture(params=["native", "numpy"])
+def hashing(request, monkeypatch) -> str:
+    """Each test of the digest's definition runs on the C library and on the numpy fallback."""
+    from envforge.backends import digest_native
+
+    if request.param == "numpy":
+        monkeypatch.setenv("ENVFORGE_NUMPY_DIGEST", "1")
+    assert digest_native.available() == (request.param == "native")
+    return request.param
+
+
+def mixed_fields_and_views(n: int):
+    """A spec of fields of 1, 4 and 8 bytes, scalar and shaped, and random states of it as
+    strided views into one record array (as a C driver's structs give them)."""
     from envforge.spec import StateField
 
     fields = [
@@ -64,16 +75,53 @@ def test_every_byte_of_every_dtype_and_shape_counts() -> None:
     ]
     spec = SPEC.model_copy(update={"state": fields})
     rng = np.random.default_rng(1)
-    n = 3000
     rec = np.zeros(
         n,
         [("flag", "?"), ("small", "u1", (3,)), ("wide", "f8", (2,)), ("count", "i8"), ("f", "f4")],
     )
+    rec["flag"] = rng.random(n) < 0.5
     rec["small"] = rng.integers(0, 256, (n, 3))
     rec["wide"] = rng.normal(size=(n, 2))
     rec["count"] = rng.integers(-(2**62), 2**62, n)
     rec["f"] = rng.normal(size=n)
-    views = {f.name: rec[f.name] for f in fields}
+    return spec, {f.name: rec[f.name] for f in fields}
+
+
+@pytest.mark.parametrize("n", [1, 1023, 1024, 5000, 70_000])
+@pytest.mark.parametrize("block", [1, 7, 1024, 4096])
+def test_the_c_library_gives_the_numpy_digests(n: int, block: int) -> None:
+    """The native hash (tiles of 1024 rows, vectorized for this CPU) is the numpy definition,
+    for short and whole blocks, tiles that straddle blocks, contiguous and strided words."""
+    from envforge.backends import digest, digest_native
+
+    assert digest_native.available()
+    for spec, states in ((SPEC, random_states(n, seed=n)), mixed_fields_and_views(n)):
+        words = digest._row_words(spec, states, n)
+        want = digest.numpy_digests(words, block)
+        got = state_digests(spec, states, block)
+        assert got.shape == want.shape == (-(-n // block),)
+        assert (got == want).all()
+
+
+def test_without_a_c_compiler_numpy_hashes_the_same(tmp_path, monkeypatch) -> None:
+    from envforge.backends import digest_native
+
+    states = random_states(5000)
+    want = state_digests(SPEC, states, 1024)
+    monkeypatch.setenv("ENVFORGE_CACHE", str(tmp_path))  # no library built there yet
+    monkeypatch.setenv("CC", "/bin/false")  # and none can be
+    digest_native._function.cache_clear()
+    try:
+        assert not digest_native.available()
+        assert (state_digests(SPEC, states, 1024) == want).all()
+    finally:
+        digest_native._function.cache_clear()
+
+
+def test_every_byte_of_every_dtype_and_shape_counts(hashing: str) -> None:
+    """Fields of 1, 4 and 8 bytes, scalar and shaped, strided or not: one flipped bit anywhere
+    changes its row's block, and a strided view hashes like its contiguous copy."""
+    spec, views = mixed_fields_and_views(3000)
     base = state_digests(spec, views, 500)
     copies = {k: np.ascontiguousarray(v) for k, v in views.items()}
     assert (state_digests(spec, copies, 500) == base).all()
@@ -120,7 +168,7 @@ def test_c_shim_hashes_natively_only_fields_stored_as_their_spec_dtype() -> None
     assert _digest_shim(SPEC.model_copy(update={"state": fields}), members) == ""
 
 
-def test_short_last_block_and_empty_batch() -> None:
+def test_short_last_block_and_empty_batch(hashing: str) -> None:
     states = random_states(10)
     assert state_digests(SPEC, states, 4).shape == (3,)
     empty = {k: v[:0] for k, v in states.items()}

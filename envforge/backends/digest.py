@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from envforge.backends import digest_native
 from envforge.spec import EnvSpec
 
 DIGEST_VERSION = 2
@@ -104,6 +105,16 @@ def state_digests(spec: EnvSpec, state: dict[str, np.ndarray], block: int) -> np
     if n == 0:
         return np.zeros(0, np.uint64)
     words = _row_words(spec, state, n)
+    if digest_native.available():
+        keys = np.array([(word_key(j, 0), word_key(j, 1)) for j in range(len(words))], np.uint32)
+        return join(*digest_native.lane_sums(words, keys, LANE_START, ROW_MULT, block))
+    return numpy_digests(words, block)
+
+
+def numpy_digests(words: list[np.ndarray], block: int) -> np.ndarray:
+    """``state_digests`` of rows given as word columns, in numpy (the definition, and the
+    fallback where the C library cannot be built)."""
+    n = len(words[0])
     keys = [(np.uint32(word_key(j, 0)), np.uint32(word_key(j, 1))) for j in range(len(words))]
     lo = np.empty(n, np.uint32)
     hi = np.empty(n, np.uint32)

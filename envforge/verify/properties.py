@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from envforge.backends import digest_native
 from envforge.backends.base import State, Transition, batch_size, concat_states, take_state
 from envforge.errors import DriverFailure
 from envforge.spec import EnvSpec
@@ -276,6 +277,8 @@ def check_reset_sweep(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any
     total = goal = sweep_size(ctx)
     if ctx.spec.rng.mode != "replicate" or total <= 0:
         return None, {}
+    # built here, where the cache is writable: a sandboxed driver can only load it
+    digest_native.available()
     budgeted = ctx.options.seed_sweep is None
     budget = ctx.spec.verify.seed_sweep_seconds * ctx.options.scale
     cache = DigestCache.for_driver(ctx.spec, ctx.ref, SWEEP_BLOCK)
