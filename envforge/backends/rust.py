@@ -20,6 +20,7 @@ See docs/RUST.md.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.machinery
 import importlib.util
 import sys
@@ -56,9 +57,30 @@ def load_extension(library: Path, name: str) -> ModuleType:
     return module
 
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+"""glibc's ``mallopt`` parameters (malloc.h)."""
+
+
+def keep_freed_memory() -> None:
+    """Let glibc keep freed memory for reuse instead of handing it back to the kernel.
+
+    ``get_state`` returns new columns (numpy owns and frees them), so every call of the reset
+    sweep allocated and freed a few MiB; glibc returned them each time and the kernel zeroed
+    fresh pages for the next call: half the time of pong's Rust sweep in ``clear_page`` (perf),
+    29 M seeds/s against 57 M/s with this. Process-wide and harmless elsewhere (memory is kept
+    up to its peak); a no-op off glibc."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)
+        libc.mallopt(M_MMAP_THRESHOLD, 1 << 25)  # glibc's largest: 32 MiB
+    except (OSError, AttributeError):
+        pass
+
+
 class RustDriver(Driver):
     def __init__(self, spec: EnvSpec, crate: Path, strict_float: bool = False) -> None:
         super().__init__(spec)
+        keep_freed_memory()
         self.crate = crate.resolve()
         self.library = build_extension(self.crate)
         self.module = load_extension(self.library, module_name(self.crate))

@@ -37,11 +37,33 @@ macro_rules! canonical_fields {
         const FIELDS: &[&str] = &[$(stringify!($name)),*];
 
         fn state_to_dict<'py>(py: Python<'py>, envs: &[CartPole]) -> PyResult<Bound<'py, PyDict>> {
+            $( let mut $name: Vec<$ty> = vec![<$ty>::default(); envs.len()]; )*
+            {
+                // every column filled in one pass over the envs, chunks across threads (a
+                // pass per column, on one thread, was most of the verifier's reset sweep)
+                struct Columns<'a> { $($name: &'a mut [$ty]),* }
+                let chunk = chunk_size(envs.len());
+                let mut parts = Vec::new();
+                let mut rest = Columns { $($name: &mut $name[..]),* };
+                for part in envs.chunks(chunk) {
+                    let k = part.len();
+                    let columns = Columns { $($name: {
+                        let (head, tail) = std::mem::take(&mut rest.$name).split_at_mut(k);
+                        rest.$name = tail;
+                        head
+                    }),* };
+                    parts.push((part, columns));
+                }
+                py.detach(|| {
+                    parts.into_par_iter().for_each(|(part, columns)| {
+                        for (i, env) in part.iter().enumerate() {
+                            $( columns.$name[i] = env.$name; )*
+                        }
+                    })
+                });
+            }
             let fields = PyDict::new(py);
-            $(
-                let column: Vec<$ty> = envs.iter().map(|env| env.$name).collect();
-                fields.set_item(stringify!($name), PyArray1::from_vec(py, column))?;
-            )*
+            $( fields.set_item(stringify!($name), PyArray1::from_vec(py, $name))?; )*
             Ok(fields)
         }
 
