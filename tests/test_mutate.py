@@ -174,6 +174,30 @@ def test_differential_finds_a_changed_constant_and_not_an_unchanged_copy(tmp_pat
     assert "paddle_yr" in changed.differing and changed.witness is not None
 
 
+def test_all_seeds_comparison_of_drivers_finds_a_guard_that_changes_two_seeds(tmp_path) -> None:
+    """A seed-hash guard `x == 0 ? 1 : x` changed to `? 2 :` differs on 2 seeds of 2^32 (the
+    first is 449710063). Rust and C drivers are compared by block digests; here the real C
+    reference against its mutant, over a range around that seed (the whole range takes
+    minutes)."""
+    from envforge.backends.c import CDriver
+    from envforge.mutate.seeds import CHUNK, first_differing_seed_of_drivers
+
+    spec = spec_for_name("pong")
+    source = (spec.root / "pong.c").read_text()
+    mutated = tmp_path / "pong.c"
+    mutated.write_text(source.replace("return x == 0u ? 1u : x;", "return x == 0u ? 2u : x;"))
+    original, mutant = CDriver(spec, spec.root / "pong.c"), CDriver(spec, mutated)
+    first = 449_710_063 - CHUNK - 12345
+    seed, checked = first_differing_seed_of_drivers(
+        spec, original, mutant, first, first + 3 * CHUNK
+    )
+    assert seed == 449_710_063 and checked == 2 * CHUNK
+    assert first_differing_seed_of_drivers(spec, original, original, first, first + 3 * CHUNK) == (
+        None,
+        3 * CHUNK,
+    )
+
+
 def test_small_fixed_campaign_kills_and_localizes() -> None:
     """CI's fixed sample: two pong port mutants through L0-L1 at reduced scale."""
     from envforge.mutate.campaign import run_campaign

@@ -267,6 +267,33 @@ def test_a_mutated_port_is_caught_at_l1_and_localized(pong_spec, tmp_path: Path)
     assert any(loc.file.endswith("pong.rs") and "ball_vy" in loc.text for loc in finding.port_lines)
 
 
+def test_the_differential_steps_states_alone_where_a_port_steps_short_batches_apart(
+    pong_spec, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """pong's Rust port steps blocks of four games in SIMD lanes (lanes.rs) and only the rest
+    one by one (pong.rs). A mutant of the one-by-one step is invisible in batches of 4096;
+    the differential also steps states one per call, and so finds it (and the field)."""
+    import dataclasses
+
+    from envforge.mutate.differential import LIGHT, Differential
+
+    crate = copy_crate(tmp_path, PONG)
+    scalar = crate / "src" / "pong.rs"
+    old = "clampf(self.paddle_yr + moved, 0.0, HEIGHT - PADDLE_H)"
+    assert scalar.read_text().count(old) == 1
+    scalar.write_text(scalar.read_text().replace(old, old.replace("+ moved", "- moved")))
+    original, mutant = RustDriver(pong_spec, PONG), RustDriver(pong_spec, crate)
+    batches_only = dataclasses.replace(
+        LIGHT, reset_seeds=0, rollout_envs=0, boundary_lines=0, single_states=0
+    )
+    assert not Differential(original, mutant).run(batches_only, "light").differs
+    alone = Differential(original, mutant).run(
+        dataclasses.replace(batches_only, single_states=64), "light"
+    )
+    assert "paddle_yr" in alone.differing
+    assert alone.witness is not None and alone.witness["where"] == "sampled state, stepped alone"
+
+
 SANDBOXES = [
     pytest.param(
         "process",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from envforge.mutate.execute import MutantJob, MutantRun, run_jobs
 from envforge.mutate.generate import generate, sample
+from envforge.mutate.mutant import Mutant
 from envforge.mutate.report import MutationReport, judge
 from envforge.mutate.sweep_plan import plan_sweep
 from envforge.mutate.workspace import Target
@@ -39,7 +40,7 @@ def run_campaign(
         sweep, plan = plan_sweep(target, levels, options, parallel, note or (lambda _: None))
         options = replace(options, seed_sweep=sweep)
     originals: dict[str, str] = {}
-    mutants = []
+    mutants: list[Mutant] = []
     generated = stillborn = 0
     for path in target.files:
         rel = str(path.relative_to(target.root))
@@ -47,7 +48,9 @@ def run_campaign(
         originals[rel] = gen.original
         generated += len(gen.mutants)
         stillborn += gen.stillborn
-        mutants.extend(gen.mutants)
+        # ids are per file (operator:line:k): a target of several files prefixes its file
+        several = len(target.files) > 1
+        mutants.extend(replace(m, id=f"{rel}:{m.id}") if several else m for m in gen.mutants)
     chosen = [m for m in mutants if m.id in set(only)] if only else sample(mutants, limit, seed)
     report = MutationReport(
         env=target.spec.name,

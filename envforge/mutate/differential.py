@@ -2,14 +2,15 @@
 
 Both are driven in this process on the same inputs: resets over many seeds (compared as
 distributions in ``sync`` mode, where only the distribution is specified), one step from
-states sampled over the spec's ranges (boundaries over-weighted) under every discrete action,
-and one step from each state along random rollouts of the original (re-synced each step, so
-only the mutation's one-step effect is seen). Comparison uses the spec's own notion of
+states sampled over the spec's ranges (boundaries over-weighted) under every discrete action
+(in batches, and some one state per call), and one step from each state along random
+rollouts of the original (re-synced each step, so only the mutation's one-step effect is
+seen). Comparison uses the spec's own notion of
 equality (exact, or its tolerances), since that is what the verifier is asked to decide.
 
 Survivors also get states on the original's branch thresholds (found by bisection, as L1
-does in exact mode) and, when the mutation can reach ``reset`` of a JAX port in replicate
-mode, a comparison of resets over all 2^32 seeds.
+does in exact mode) and, when the mutation can reach ``reset`` in replicate mode, a
+comparison of resets over all 2^32 seeds (``mutate/seeds.py``).
 
 The result serves two purposes: which keys a mutant changes in one step (to judge whether a
 finding was localized to the right field), and, for survivors, whether the mutant differs at
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from envforge.backends.base import Driver, State, Transition
+from envforge.backends.base import Driver, State, Transition, take_state
 from envforge.verify.boundaries import boundary_states
 from envforge.verify.compare import compare_states, compare_transitions, follows_termination
 from envforge.verify.findings import to_jsonable
@@ -43,11 +44,19 @@ class Effort:
     boundary_lines: int = 0
     """Bisection lines to the original's branch thresholds (see verify/boundaries.py)."""
     all_seeds: bool = False
-    """Compare resets over every uint32 seed (JAX ports in replicate mode only)."""
+    """Compare resets over every uint32 seed (replicate mode only)."""
+    single_states: int = 0
+    """Sampled states also stepped one per call: a port may step a short batch by another
+    path (pong's Rust port steps blocks of four in SIMD lanes, the rest one by one)."""
 
 
 LIGHT = Effort(
-    reset_seeds=2048, sampled_states=2048, rollout_envs=64, rollout_steps=64, boundary_lines=2048
+    reset_seeds=2048,
+    sampled_states=2048,
+    rollout_envs=64,
+    rollout_steps=64,
+    boundary_lines=2048,
+    single_states=512,
 )
 FULL = Effort(
     reset_seeds=8192,
@@ -55,6 +64,7 @@ FULL = Effort(
     rollout_envs=256,
     rollout_steps=2000,
     boundary_lines=16384,
+    single_states=4096,
 )
 BATCH = 4096
 
@@ -210,6 +220,13 @@ class Differential:
             for actions in self._actions(m):
                 self.step(state, actions, result, "sampled state")
 
+    def singles(self, n: int, result: DifferentialResult) -> None:
+        state = sample_states(self.spec, self.rng, n)
+        for actions in self._actions(n):
+            for i in range(n):
+                one = take_state(state, slice(i, i + 1))
+                self.step(one, actions[i : i + 1], result, "sampled state, stepped alone")
+
     def rollouts(self, envs: int, steps: int, result: DifferentialResult) -> None:
         seeds = self.rng.integers(0, 2**32, envs).astype(np.uint32)
         state = self.original.reset(seeds)
@@ -231,14 +248,18 @@ class Differential:
                 self.step(state, actions, result, "state on a branch threshold")
 
     def all_seeds(self, result: DifferentialResult) -> None:
-        from envforge.mutate.seeds import first_differing_seed
+        from envforge.mutate.seeds import first_differing_seed, first_differing_seed_of_drivers
 
-        # the JAX modules, also behind a CheckedDriver
+        if self.spec.rng.mode != "replicate":
+            return
+        # JAX modules (also behind a CheckedDriver) are compared on the device
         original = getattr(getattr(self.original, "inner", self.original), "module", None)
         mutant = getattr(getattr(self.mutant, "inner", self.mutant), "module", None)
-        if self.spec.rng.mode != "replicate" or original is None or mutant is None:
-            return
-        seed, checked = first_differing_seed(original, mutant)
+        if hasattr(original, "to_canonical") and hasattr(mutant, "to_canonical"):
+            assert original is not None and mutant is not None
+            seed, checked = first_differing_seed(original, mutant)
+        else:
+            seed, checked = first_differing_seed_of_drivers(self.spec, self.original, self.mutant)
         result.resets += checked
         if seed is not None:
             seeds = np.array([seed], np.uint32)
@@ -250,6 +271,7 @@ class Differential:
         try:
             self.resets(effort.reset_seeds, result)
             self.sampled(effort.sampled_states, result)
+            self.singles(effort.single_states, result)
             self.rollouts(effort.rollout_envs, effort.rollout_steps, result)
             self.boundaries(effort.boundary_lines, result)
             if effort.all_seeds and not result.differing:

@@ -98,9 +98,11 @@ def _c_dead_code(original: str, line: int) -> str | None:
 
 
 def reaches_reset(mutant: Mutant, original: str) -> bool:
-    """Can this Python mutation change what ``reset`` returns? (module-level code: assume so)"""
+    """Can this mutation change what ``reset`` returns? Python is followed from ``reset``
+    through the functions it names (module-level code: assume so); a C or Rust text mutation
+    is assumed to, since no call graph is read from those sources."""
     if not mutant.file.endswith(".py"):
-        return False
+        return True
     tree = ast.parse(original)
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     if "reset" not in functions:
@@ -135,7 +137,8 @@ def differential_equivalence(result: DifferentialResult | None, full: bool) -> s
     )
     return (
         f"differential: {resets} and identical steps on {result.transitions} transitions "
-        "(sampled states x every action, rollout states, branch-threshold states)"
+        "(sampled states x every action, in batches and one per call; rollout states; "
+        "branch-threshold states)"
     )
 
 

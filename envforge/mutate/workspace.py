@@ -8,6 +8,7 @@ unchanged port: it asks whether the verifier would notice the reference changing
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +59,7 @@ def resolve_target(spec: EnvSpec, side: str, target: str, port: str | None) -> T
 
 def materialize(target: Target, mutant: Mutant, workdir: Path) -> tuple[EnvSpec, Path]:
     """Write the mutant under ``workdir``; returns the spec and the port path to verify."""
-    dest = workdir / mutant.id.replace(":", "_")
+    dest = workdir / re.sub(r"[^\w.-]", "_", mutant.id)
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(target.root, dest, ignore=IGNORED)
