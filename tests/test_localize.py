@@ -54,6 +54,36 @@ void s_step(S* env, float* reward) {
 """
 
 
+RUST_SOURCE = """\
+const LIMIT: f32 = 4.0;
+
+fn seed_hash(seed: u32) -> u32 {
+    let x = seed.wrapping_mul(747796405);
+    if x == 0 {
+        1
+    } else {
+        x
+    }
+}
+
+impl S {
+    pub fn reset(&mut self, seed: u32) {
+        let t = 99; // the argument reset passes to bounded
+        self.rng = seed_hash(seed);
+        self.pos = self.bounded(t as f32);
+    }
+
+    fn bounded(&self, v: f32) -> f32 {
+        let t = v * 2.0;
+        if t > LIMIT {
+            return LIMIT;
+        }
+        t
+    }
+}
+"""
+
+
 def write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
     path.write_text(text)
@@ -115,6 +145,25 @@ def test_c_dependencies_follow_defines_and_functions(tmp_path: Path, pong_spec: 
     assert "return v > LIMIT ? LIMIT : v;" in texts
     assert "#define LIMIT (GAIN * 4.0f)" in texts and "#define GAIN 2.0f" in texts
     assert not any("comment" in t for t in texts)
+
+
+def test_rust_dependencies_follow_methods_and_tail_expressions(
+    tmp_path: Path, pong_spec: EnvSpec
+) -> None:
+    """A Rust function's value is its tail expression (no `return`), and methods sit indented
+    in `impl` blocks: both are followed, so a mutated `1` in a seed guard is named."""
+    path = write(tmp_path, "env.rs", RUST_SOURCE)
+    field = pong_spec.field("rng")
+    spec = pong_spec.model_copy(
+        update={"state": (field, field.model_copy(update={"name": "pos", "dtype": "float32"}))}
+    )
+    texts = [loc.text for loc in locate(spec, ["rng"], [path])]
+    assert texts[0] == "self.rng = seed_hash(seed);"
+    assert {"if x == 0 {", "1", "x", "let x = seed.wrapping_mul(747796405);"} <= set(texts)
+    texts = [loc.text for loc in locate(spec, ["pos"], [path])]
+    assert texts[0] == "self.pos = self.bounded(t as f32);"
+    assert {"return LIMIT;", "t", "let t = v * 2.0;", "const LIMIT: f32 = 4.0;"} <= set(texts)
+    assert "let t = 99; // the argument reset passes to bounded" in texts  # the argument
 
 
 def test_pong_constant_is_localized_on_both_sides(pong_spec: EnvSpec) -> None:

@@ -147,22 +147,32 @@ def _statement(lines: tuple[str, ...], index: int, c_like: bool, max_lines: int 
     return out
 
 
-def _read_names(code: str) -> list[str]:
-    """Names a statement reads: right of its assignment (or of ``return``/``#define NAME``)."""
+def _read_names(code: str, rust: bool = False) -> list[str]:
+    """Names a statement reads: right of its assignment (or of ``return``/``#define NAME``);
+    in Rust also the methods it calls on ``self``."""
     code = re.sub(r"^\s*#\s*define\s+\w+", "", code)
     code = re.sub(r"^\s*return\b", "", code)
     match = _ASSIGN.search(code)
     if match is not None and "(" not in code[: match.start()]:
         code = code[match.end() :]
-    return [m.group(1) for m in _IDENT.finditer(code) if m.group(1) not in _KEYWORDS]
+    names = [m.group(1) for m in _IDENT.finditer(code) if m.group(1) not in _KEYWORDS]
+    return names + (re.findall(r"\bself\.(\w+)\s*\(", code) if rust else [])
 
 
-def _scope(lines: tuple[str, ...], index: int, c_like: bool) -> int:
+def _scope(lines: tuple[str, ...], index: int, c_like: bool, rust: bool = False) -> int:
     """0-based line of the function definition enclosing ``index``, or -1 at file level."""
     indent = len(lines[index]) - len(lines[index].lstrip())
     for j in range(index, -1, -1):
         text = lines[j]
-        if c_like:
+        if rust:  # by indentation, as Python: methods sit indented inside `impl` blocks
+            level = len(text) - len(text.lstrip())
+            if text.strip() and (level < indent or j == index):
+                if _RUST_FN.match(text):
+                    return j
+                if level == 0:
+                    return -1
+                indent = min(indent, level)
+        elif c_like:
             if j < index and text.startswith("}"):
                 return -1
             if _C_FUNC.match(text):
@@ -179,6 +189,12 @@ def _scope(lines: tuple[str, ...], index: int, c_like: bool) -> int:
 
 
 _C_FUNC = re.compile(r"^\w[\w\s*]*\b\w+\s*\([^;]*$")
+_RUST_QUALIFIERS = r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:(?:const|unsafe|extern\s+\"C\")\s+)*fn\s+"
+_RUST_FN = re.compile(_RUST_QUALIFIERS + r"\w+")
+
+
+def _is_rust(path: Path) -> bool:
+    return path.suffix == ".rs"
 
 
 def _definitions(
@@ -188,23 +204,29 @@ def _definitions(
     assignments there or at file level, ``#define``, the ``return`` statements of a function
     of that name, and for a parameter of ``scope`` the lines that call that function (with the
     argument passed for it: only that is read further)."""
-    c_like = _c_like(path)
+    c_like, rust = _c_like(path), _is_rust(path)
     assign = _patterns(name, c_like)[:3]
     n = re.escape(name)
     define = re.compile(rf"^\s*#\s*define\s+{n}\b")
-    func = re.compile(rf"^\w[\w\s*]*\b{n}\s*\([^;]*$" if c_like else rf"^\s*def\s+{n}\s*\(")
+    if rust:
+        func = re.compile(_RUST_QUALIFIERS + rf"{n}\b")
+    elif c_like:
+        func = re.compile(rf"^\w[\w\s*]*\b{n}\s*\([^;]*$")
+    else:
+        func = re.compile(rf"^\s*def\s+{n}\s*\(")
     out: list[tuple[int, str | None]] = []
     for i, text in enumerate(lines):
         stripped = text.strip()
         if c_like and define.search(text):
             out.append((i, None))
         elif func.search(text):
-            out.extend((j, None) for j in _returns(lines, i, c_like))
+            found = _rust_results(lines, i) if rust else _returns(lines, i, c_like)
+            out.extend((j, None) for j in found)
         elif (
             stripped
             and not _is_comment(stripped)
             and any(p.search(_code(stripped, c_like)) for p in assign)
-            and _scope(lines, i, c_like) in (scope, -1)
+            and _scope(lines, i, c_like, rust) in (scope, -1)
         ):
             out.append((i, None))
     if scope >= 0:
@@ -272,6 +294,34 @@ def _returns(lines: tuple[str, ...], start: int, c_like: bool) -> list[int]:
     return out
 
 
+def _rust_results(lines: tuple[str, ...], start: int) -> list[int]:
+    """The lines a Rust function's value comes from: its ``return`` lines and its tail
+    expression (the lines after the body's last top-level statement, an ``if``/``match``
+    with its arms included), found by counting braces from the header at ``start``."""
+    depth, body, end = 0, -1, -1
+    for j in range(start, len(lines)):
+        code = _code(lines[j], True)
+        if body < 0 and "{" in code:
+            body = j
+        depth += code.count("{") - code.count("}")
+        if body >= 0 and depth <= 0:
+            end = j
+            break
+    if body < 0 or end <= body:
+        return []
+    out = [j for j in range(body + 1, end) if re.match(r"\s*return\b", lines[j])]
+    inner = len(lines[body + 1]) - len(lines[body + 1].lstrip()) if body + 1 < end else 0
+    tail = end
+    for j in range(end - 1, body, -1):
+        code = _code(lines[j], True).rstrip()
+        level = len(lines[j]) - len(lines[j].lstrip())
+        if code and level <= inner and code.endswith(";"):
+            break
+        if code:
+            tail = j
+    return out + [j for j in range(tail, end) if _code(lines[j], True).strip() not in ("", "}")]
+
+
 def dependencies(
     found: list[SourceLocation], known: set[str], depth: int = 3, limit: int = 16
 ) -> list[SourceLocation]:
@@ -309,9 +359,9 @@ def dependency_hops(
         following: Frontier = []
         for path, lines, statement, only in frontier:
             code = " ".join(_code(lines[j], _c_like(path)) for j in statement)
-            names = _IDENT.findall(only) if only is not None else _read_names(code)
+            names = _IDENT.findall(only) if only is not None else _read_names(code, _is_rust(path))
             for name in names:
-                scope = _scope(lines, statement[0], _c_like(path))
+                scope = _scope(lines, statement[0], _c_like(path), _is_rust(path))
                 if name in known or name in _KEYWORDS or (str(path), name, scope) in followed:
                     continue
                 followed.add((str(path), name, scope))
