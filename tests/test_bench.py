@@ -143,6 +143,25 @@ def test_rust_loop_steps_the_pong_crate_with_both_policies() -> None:
         assert m.compile_s is not None and m.compile_s >= 0
 
 
+@pytest.mark.parametrize("env", ["pong", "pendulum"])
+def test_jitted_policy_acts_as_the_numpy_mlp(env: str) -> None:
+    """The Rust loop's MLP (one jitted XLA call) chooses the numpy MLP's actions: the same
+    discrete argmax (pong) and the same squashed continuous action (pendulum)."""
+    from envforge.bench.jax_loop import mlp_params
+    from envforge.bench.python_loop import mlp_actions
+    from envforge.bench.rust_loop import jitted_policy
+
+    spec = spec_for_name(env)
+    params = mlp_params(spec, 64)
+    obs = np.random.default_rng(0).normal(0, 5, (512, *spec.observation.shape)).astype(np.float32)
+    fast, slow = jitted_policy(spec, params)(obs), mlp_actions(spec, params, obs)
+    assert fast.dtype == slow.dtype and fast.shape == slow.shape
+    if spec.action.type == "discrete":
+        assert (fast == slow).mean() > 0.99  # float32 sums in another order: a tie may flip
+    else:
+        np.testing.assert_allclose(fast, slow, atol=1e-5)
+
+
 def test_python_loop_steps_gymnasium_and_skips_huge_batches() -> None:
     from envforge.bench.python_loop import measure_python
 
@@ -187,9 +206,14 @@ def test_report_ratios_targets_and_round_trip(tmp_path: Path) -> None:
         Measurement("C loop (reference)", "reference", "random", 64, [1e6]),
         Measurement("jax port", "port", "random", 1, [1e5]),
         Measurement("jax port", "port", "random", 64, [5e6], [2.5e6]),
+        Measurement("C loop (reference)", "reference", "mlp", 64, [1e6]),
+        Measurement("jax port", "port", "mlp", 64, [1e6]),
     ]
     report = BenchReport("pong", "pong.c", {}, machine, "today", "cmd", rows, cost)
-    (jax_row,) = [s for s in report.summaries() if s.role == "port"]
+    jax_row, mlp_row = [s for s in report.summaries() if s.role == "port"]
+    # targets are the env's: judged on the random-action rows, the MLP rows only reported
+    assert mlp_row.policy == "mlp" and mlp_row.ratio_to_reference == pytest.approx(1.0)
+    assert mlp_row.meets_ratio_target is None and mlp_row.meets_ceiling_target is None
     assert jax_row.best_batch == 64 and jax_row.ratio_to_reference == pytest.approx(2.5)
     assert jax_row.meets_ratio_target  # C references: at least 2x
     assert jax_row.cpu_ratio_to_reference == pytest.approx(1.25)

@@ -47,6 +47,30 @@ def mlp_params(spec: EnvSpec, hidden: int) -> dict[str, np.ndarray]:
     }
 
 
+def mlp_policy(spec: EnvSpec) -> Callable[[Any, Any], Any]:
+    """``policy(params, obs) -> actions`` of the bench's MLP in JAX (not jitted): argmax for
+    discrete actions (int32), tanh squashed into the action bounds for continuous ones."""
+    import jax.numpy as jnp
+
+    discrete = spec.action.type == "discrete"
+    low, high = (
+        (jnp.asarray(b.reshape(-1)) for b in spec.action.bounds()) if not discrete else (0, 0)
+    )
+    action_shape = spec.action.shape
+
+    def policy(params: Any, obs: Any) -> Any:
+        flat = obs.reshape(obs.shape[0], -1).astype(jnp.float32)
+        hidden = jnp.tanh(flat @ params["w1"] + params["b1"])
+        out = hidden @ params["w2"] + params["b2"]
+        if discrete:
+            return jnp.argmax(out, axis=-1).astype(jnp.int32)
+        u = 0.5 * (jnp.tanh(out) + 1.0)
+        action = (low + u * (high - low)).astype(jnp.float32)
+        return action.reshape((action.shape[0], *action_shape))
+
+    return policy
+
+
 def make_rollout(
     module: ModuleType, spec: EnvSpec, policy: str, length: int, resets: str = "fresh"
 ) -> Callable[[Any, Any], Any]:
@@ -72,19 +96,15 @@ def make_rollout(
         x = x ^ (x >> 17)
         return x ^ (x << 5)
 
+    mlp = mlp_policy(spec)
+
     def act(obs: jax.Array, rng: jax.Array, params: Any) -> tuple[jax.Array, jax.Array]:
         if policy == "mlp":
-            flat = obs.reshape(obs.shape[0], -1).astype(jnp.float32)
-            hidden = jnp.tanh(flat @ params["w1"] + params["b1"])
-            out = hidden @ params["w2"] + params["b2"]
-            if discrete:
-                return jnp.argmax(out, axis=-1).astype(jnp.int32), rng
-            u = 0.5 * (jnp.tanh(out) + 1.0)
-        else:
-            rng = xorshift(rng)
-            if discrete:
-                return (rng % jnp.uint32(spec.action.n)).astype(jnp.int32), rng
-            u = (rng >> 8).astype(jnp.float32)[:, None] * (1.0 / 16777216.0)
+            return mlp(params, obs), rng
+        rng = xorshift(rng)
+        if discrete:
+            return (rng % jnp.uint32(spec.action.n)).astype(jnp.int32), rng
+        u = (rng >> 8).astype(jnp.float32)[:, None] * (1.0 / 16777216.0)
         action = (low + u * (high - low)).astype(jnp.float32)
         return action.reshape((action.shape[0], *action_shape)), rng
 

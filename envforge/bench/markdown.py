@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from envforge.bench.ceiling import limits
-from envforge.bench.report import CEILING_FACTOR, TARGET_RATIO, BenchReport, fmt_sps
+from envforge.bench.report import CEILING_FACTOR, JUDGED_POLICY, TARGET_RATIO, BenchReport, fmt_sps
 
 
 def _row(cells: list[str]) -> str:
@@ -96,7 +96,10 @@ def section(report: BenchReport, plot: str | None = None) -> str:
         *sps_table(report),
         "",
         f"Targets: a port at least {target:g}x its reference (best batch against the "
-        f"reference's best) and at least 1/{CEILING_FACTOR:g} of the estimated ceiling.",
+        f"reference's best) and at least 1/{CEILING_FACTOR:g} of the estimated ceiling, judged "
+        f"on the {JUDGED_POLICY}-action rows: the targets and the ceiling are the env's own "
+        "(its state's bytes, its step's ops). The MLP rows run a policy in the same loop; their "
+        "ratio and their share of a ceiling that adds the MLP's ops are shown, not judged.",
         "",
         *summary_table(report),
         "",
