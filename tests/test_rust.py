@@ -267,6 +267,39 @@ def test_a_mutated_port_is_caught_at_l1_and_localized(pong_spec, tmp_path: Path)
     assert any(loc.file.endswith("pong.rs") and "ball_vy" in loc.text for loc in finding.port_lines)
 
 
+def test_a_crate_is_built_from_its_own_files_whatever_was_built_before(tmp_path: Path) -> None:
+    """Crates of one package name share cargo's target directory (dependencies compile once).
+    Cargo judges a package fresh by file times, so a copy whose files were written before the
+    last build of a same-named crate was once handed that crate's library: a mutation campaign
+    writes every mutant's files up front and builds them one after another."""
+    import os
+    import time
+
+    from envforge.backends.rust_build import build_extension
+
+    first = tmp_path / "first"
+    shutil.copytree(CARTPOLE, first, ignore=shutil.ignore_patterns("target"))
+    second = tmp_path / "second"
+    shutil.copytree(CARTPOLE, second, ignore=shutil.ignore_patterns("target"))
+    lib_rs = second / "src" / "lib.rs"
+    guard = "Some(n) if n != got => Err("
+    assert lib_rs.read_text().count(guard) == 1
+    mutated = lib_rs.read_text().replace(guard, guard.replace("!=", "=="))
+    lib_rs.write_text(mutated + f"// {time.time_ns()}: never built before\n")
+    past = time.time() - 3600  # written an hour ago, before the first crate's build below
+    for path in [*second.rglob("*"), second]:
+        os.utime(path, (past, past))
+    (first / "src" / "lib.rs").write_text(
+        (first / "src" / "lib.rs").read_text() + f"// {time.time_ns()}: never built before\n"
+    )
+    build_extension(first)
+    spec = spec_for_name("cartpole")
+    driver = RustDriver(spec, second)
+    state = driver.reset(np.arange(4, dtype=np.uint32))
+    with pytest.raises(ValueError, match="other fields have 4"):  # the mutation's own effect
+        driver._batch.set_state({k: np.ascontiguousarray(v) for k, v in state.items()})
+
+
 def test_the_differential_steps_states_alone_where_a_port_steps_short_batches_apart(
     pong_spec, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]

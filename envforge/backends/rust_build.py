@@ -41,6 +41,10 @@ from envforge.errors import BadInput, ContractViolation
 
 BUILD_TIMEOUT_S = 1200
 CRATE_FILES = ("Cargo.toml", "Cargo.lock", "build.rs", "pyproject.toml")
+BUILD_RECIPE = 2
+"""Part of every build hash; raised when a change to how crates are built makes libraries
+built before it untrustworthy (2: each build cleans the crate's own artifacts first; until
+then a crate could be handed the library of another crate of the same package name)."""
 
 
 @dataclass(frozen=True)
@@ -84,19 +88,30 @@ def _locked(path: Path) -> Iterator[None]:
 # ---- the crate --------------------------------------------------------------------------------
 
 
-def module_name(crate: Path) -> str:
-    """The extension's import name: ``[lib] name``, else the package name with ``-`` as ``_``."""
+def _manifest(crate: Path) -> dict:
     manifest = crate / "Cargo.toml"
     if not manifest.is_file():
         raise BadInput(f"{crate}: not a Rust crate (no Cargo.toml)")
     try:
-        data = tomllib.loads(manifest.read_text())
+        return tomllib.loads(manifest.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ContractViolation("port", "build", f"Cargo.toml does not parse: {e}") from None
+
+
+def module_name(crate: Path) -> str:
+    """The extension's import name: ``[lib] name``, else the package name with ``-`` as ``_``."""
+    data = _manifest(crate)
     name = data.get("lib", {}).get("name") or data.get("package", {}).get("name")
     if not isinstance(name, str) or not name:
         raise ContractViolation("port", "build", "Cargo.toml names no package or [lib]")
     return name.replace("-", "_")
+
+
+def package_name(crate: Path) -> str:
+    name = _manifest(crate).get("package", {}).get("name")
+    if not isinstance(name, str) or not name:
+        raise ContractViolation("port", "build", "Cargo.toml names no [package]")
+    return name
 
 
 def crate_files(crate: Path) -> list[Path]:
@@ -217,7 +232,7 @@ def build_hash(crate: Path) -> str:
     digest = hashlib.sha256()
     digest.update(toolchain().identity.encode())
     abi = sysconfig.get_config_var("EXT_SUFFIX") or ""
-    digest.update(f"{sys.version}|{abi}|release".encode())
+    digest.update(f"{sys.version}|{abi}|release|recipe {BUILD_RECIPE}".encode())
     for path in crate_files(crate):
         digest.update(str(path.relative_to(crate)).encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
@@ -247,6 +262,8 @@ def build_extension(crate: Path, cache: RustCache | None = None) -> Path:
     with _locked(cache.root / "build.lock"), tempfile.TemporaryDirectory() as wheels:
         if library.is_file():  # built by another process while we waited for the lock
             return library
+        environment = build_environment(cache)
+        _clean_package(crate, environment)
         cmd = [
             toolchain().maturin,
             "build",
@@ -267,7 +284,7 @@ def build_extension(crate: Path, cache: RustCache | None = None) -> Path:
                 capture_output=True,
                 text=True,
                 timeout=BUILD_TIMEOUT_S,
-                env=build_environment(cache),
+                env=environment,
                 cwd=crate,
             )
         except subprocess.TimeoutExpired:
@@ -280,6 +297,28 @@ def build_extension(crate: Path, cache: RustCache | None = None) -> Path:
             )
         _extract_module(Path(wheels), name, library)
     return library
+
+
+def _clean_package(crate: Path, environment: dict[str, str]) -> None:
+    """Remove this package's own artifacts from the shared target directory (its dependencies'
+    stay), so that cargo compiles it from these files.
+
+    Cargo keys a root package's artifacts by name and version, not by where its files are, and
+    judges them fresh by file times: a crate whose files were written before the last build of
+    another crate of the same package name (a campaign's mutants are written up front, then
+    built one after another) was handed that crate's library."""
+    cmd = [toolchain().cargo, "clean", "--release", "--offline", "-p", package_name(crate)]
+    cmd += ["--manifest-path", str(crate / "Cargo.toml")]
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=120, env=environment, cwd=crate
+        )
+    except subprocess.TimeoutExpired:
+        raise ContractViolation("port", "build", "cargo clean did not finish in 120 s") from None
+    if proc.returncode != 0:
+        raise ContractViolation(
+            "port", "build", "cargo clean failed:\n" + compiler_errors(proc.stderr)
+        )
 
 
 def compiler_errors(stderr: str, limit: int = 4000) -> str:
