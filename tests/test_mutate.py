@@ -97,6 +97,30 @@ def test_c_operators_skip_comments_and_definitions() -> None:
     assert any("env->vel = clampf" in s for s in mutated)  # swapped field
 
 
+RUST = """\
+fn step(x: f32) -> f32 {
+    x * 2.0
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn doubles() {
+        assert!((super::step(1.0) - 2.0).abs() < 1e-6, "{}", "}");
+    }
+}
+
+fn after(x: f32) -> f32 { x + 1.0 }
+"""
+
+
+def test_rust_unit_tests_are_not_mutated() -> None:
+    """`#[cfg(test)]` modules are not in the built extension: mutants there change nothing."""
+    lines = [SourceText(RUST).line_of(e.start) for e in text_edits(RUST, {}, rust=True)]
+    assert lines and set(lines) <= {2, 13}  # step's body and the function after the tests
+    assert 13 in lines
+
+
 def test_sampling_is_seeded_and_covers_rare_operators() -> None:
     mutants = [Mutant(f"arith:{i}:1", "arith", "f.py", i, "", "") for i in range(50)]
     mutants.append(Mutant("rng:99:1", "rng", "f.py", 99, "", ""))

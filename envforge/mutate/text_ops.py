@@ -52,6 +52,26 @@ def blank_comments(text: str) -> str:
     return "".join(out)
 
 
+_TEST_MODULE = re.compile(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{")
+
+
+def blank_test_modules(code: str) -> str:
+    """Rust ``#[cfg(test)] mod ... { }`` blocks replaced by spaces: unit tests are not in the
+    built extension, so mutating them cannot change the port (``code`` has no comments)."""
+    out = list(code)
+    for m in _TEST_MODULE.finditer(code):
+        depth, end = 0, len(code)
+        for i in range(m.end() - 1, len(code)):
+            depth += {"{": 1, "}": -1}.get(code[i], 0)
+            if depth == 0:
+                end = i + 1
+                break
+        for i in range(m.start(), end):
+            if out[i] != "\n":
+                out[i] = " "
+    return "".join(out)
+
+
 def matching_paren(code: str, open_at: int) -> int | None:
     depth = 0
     for i in range(open_at, len(code)):
@@ -84,6 +104,8 @@ class TextMutator:
         self.src = SourceText(source)
         self.text = source
         self.code = blank_comments(source)
+        if rust:
+            self.code = blank_test_modules(self.code)
         self.siblings = sibling_fields
         self.xor_one = "1" if rust else "1u"
 
