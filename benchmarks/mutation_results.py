@@ -86,13 +86,13 @@ def section(data: dict[str, Any], command: str) -> list[str]:
             f"| L{row['level']} | {row['killed_here']} | {row['killed_through']} | "
             f"{pct(row['cumulative_kill_rate'])} |"
         )
-    statuses = ("killed", "survived", "equivalent", "timeout", "error")
-    lines += ["", "| operator | " + " | ".join(statuses) + " |", "|---" + "|---:" * 5 + "|"]
+    statuses = ("killed", "survived", "equivalent", "stillborn", "timeout", "error")
+    lines += ["", "| operator | " + " | ".join(statuses) + " |", "|---" + "|---:" * 6 + "|"]
     for op, c in data["per_operator"].items():
         lines.append(f"| {op} | " + " | ".join(str(c.get(s, 0)) for s in statuses) + " |")
     lines.append("")
     for m in data["mutants"]:
-        if m["status"] == "killed":
+        if m["status"] in ("killed", "stillborn"):
             continue
         lines.append(f"- **{m['status']}** `{m['id']}` {m['description']}")
         if m["equivalence"]:

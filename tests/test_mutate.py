@@ -114,6 +114,14 @@ fn after(x: f32) -> f32 { x + 1.0 }
 """
 
 
+def test_rust_rng_mutant_flips_a_borrowed_generator_and_compiles() -> None:
+    source = (
+        "fn reset(s: &mut S) {\n    let mut rng = 7u64;\n    s.x = uniform(&mut rng, 0.0);\n}\n"
+    )
+    (edit,) = [e for e in text_edits(source, {}, rust=True) if e.operator == "rng"]
+    assert edit.text == "{ rng ^= 1; &mut rng }"
+
+
 def test_rust_unit_tests_are_not_mutated() -> None:
     """`#[cfg(test)]` modules are not in the built extension: mutants there change nothing."""
     lines = [SourceText(RUST).line_of(e.start) for e in text_edits(RUST, {}, rust=True)]
@@ -286,10 +294,17 @@ def test_judge_classifies_runs() -> None:
     assert no_evidence.status == "survived"
     timed_out = MutantRun(run(live_line, []).job, timed_out=True)
     assert judge(timed_out, PY, ["tick"]).status == "timeout"
+    # a mutant whose own crate does not build says nothing about the verifier
+    unbuilt = {"check": "contract", "message": "port build: cargo build failed: E0369"}
+    unbuilt["extra"] = {"side": "port", "call": "build"}  # type: ignore[assignment]
+    stillborn = judge(run(live_line, ["fail"], first_finding=unbuilt), PY, ["tick"])
+    assert stillborn.status == "stillborn" and "E0369" in stillborn.error
 
     report = MutationReport("pong", "port", ["m.py"], [0, 1], {}, 6, 0)
     report.outcomes = [killed, survived, dead, equal, no_evidence, judge(timed_out, PY, ["tick"])]
+    report.outcomes.append(stillborn)
     assert report.non_equivalent == 4 and report.kill_rate() == 0.25
+    assert report.to_dict()["stillborn"] == 1
     assert report.per_level()[1]["killed_through"] == 1
     assert report.localization()["field"] == 1.0
 

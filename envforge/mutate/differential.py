@@ -28,7 +28,11 @@ from scipy import stats
 
 from envforge.backends.base import Driver, State, Transition, take_state
 from envforge.verify.boundaries import boundary_states
-from envforge.verify.compare import compare_states, compare_transitions, follows_termination
+from envforge.verify.compare import (
+    compare_states,
+    compare_transitions,
+    follows_termination_within_tolerance,
+)
 from envforge.verify.findings import to_jsonable
 from envforge.verify.policies import random_actions
 from envforge.verify.strategies import sample_states
@@ -83,7 +87,8 @@ class DifferentialResult:
     rows_flag_only: int = 0
     """Of those, transitions (tolerance mode) that differ only in ``terminated``, where the
     mutant's flag is what the spec's termination predicate says of the mutant's own next
-    state: the comparison excuses exactly such threshold flips against any reference."""
+    state or of a state within tolerance of it: the comparison excuses exactly such threshold
+    flips against any reference."""
     witness: dict[str, Any] | None = None
     """The first difference found: where, state, action, keys, original and mutant values."""
     error: str | None = None
@@ -208,10 +213,10 @@ class Differential:
         self, before: State, actions: np.ndarray, tr: Transition
     ) -> np.ndarray:
         """Per env: tolerance mode, and ``terminated`` equals the spec's termination predicate
-        evaluated on this transition's own next state."""
+        evaluated on this transition's own next state or on one within tolerance of it."""
         if self.spec.compare.mode != "tolerance":
             return np.zeros(len(actions), dtype=bool)
-        return follows_termination(self.spec, before, actions, tr)
+        return follows_termination_within_tolerance(self.spec, before, actions, tr)
 
     def sampled(self, n: int, result: DifferentialResult) -> None:
         for start in range(0, n, BATCH):

@@ -32,7 +32,8 @@ class Outcome:
     line: int
     description: str
     status: str
-    """killed | survived | equivalent | timeout | error"""
+    """killed | survived | equivalent | stillborn | timeout | error (stillborn: did not
+    build, a Rust mutant found so only when its crate is compiled for the verifier)"""
     level: int | None = None
     """First level that did not pass (the killing level)."""
     check: str | None = None
@@ -77,9 +78,15 @@ def judge(run: MutantRun, original: str, state_fields: list[str]) -> Outcome:
         out.diff = m.diff(original)
         return out
     first = failed[0]
+    finding = run.first_finding
+    extra = (finding or {}).get("extra") or {}
+    if extra.get("call") == "build" and extra.get("side") == job.target.side:
+        out.status = "stillborn"  # says nothing about the verifier, as a mutant that won't parse
+        out.error = str(finding.get("message", ""))[:300] if finding else ""
+        out.diff = m.diff(original)
+        return out
     out.status = "killed"
     out.level = int(first["level"])
-    finding = run.first_finding
     out.check = finding["check"] if finding else None
     out.finding_fields = list(finding.get("fields") or []) if finding else []
     out.field_localized = field_localized(finding, affected)
@@ -104,7 +111,7 @@ class MutationReport:
 
     @property
     def non_equivalent(self) -> int:
-        return len(self.outcomes) - self.count("equivalent")
+        return len(self.outcomes) - self.count("equivalent") - self.count("stillborn")
 
     @property
     def killed(self) -> list[Outcome]:
@@ -149,7 +156,7 @@ class MutationReport:
             "levels": self.levels,
             "options": self.options,
             "generated": self.generated,
-            "stillborn": self.stillborn,
+            "stillborn": self.stillborn + self.count("stillborn"),
             "run": len(self.outcomes),
             "status_counts": dict(Counter(o.status for o in self.outcomes)),
             "non_equivalent": self.non_equivalent,
@@ -189,7 +196,7 @@ class MutationReport:
             )
         console.print(table)
         ops = Table(title="by operator")
-        statuses = ("killed", "survived", "equivalent", "timeout", "error")
+        statuses = ("killed", "survived", "equivalent", "stillborn", "timeout", "error")
         ops.add_column("operator")
         for s in statuses:
             ops.add_column(s, justify="right")
@@ -199,7 +206,8 @@ class MutationReport:
         rate, loc = self.kill_rate(), self.localization()
         console.print(
             f"{len(self.outcomes)} mutants run (of {self.generated} generated, "
-            f"{self.stillborn} stillborn); {self.count('equivalent')} equivalent; "
+            f"{self.stillborn + self.count('stillborn')} stillborn); "
+            f"{self.count('equivalent')} equivalent; "
             f"kill rate {_pct(rate)} of {self.non_equivalent} non-equivalent "
             f"(target {100 * KILL_TARGET:.0f}%); localized: field {_pct(loc['field'])} "
             f"(target {100 * LOCALIZATION_TARGET:.0f}%), line {_pct(loc['line'])}"

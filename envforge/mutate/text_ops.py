@@ -197,6 +197,9 @@ class TextMutator:
                 a = open_at + 1 + args[0][0]
                 b = open_at + 1 + args[0][1]
                 new = f"({first} ^ {self.xor_one})"
+                if first.startswith("&mut "):  # Rust: flip the generator's bit, lend it on
+                    state = first[len("&mut ") :].strip()
+                    new = f"{{ {state} ^= 1; &mut {state} }}"
                 yield self.edit("rng", a, b, new, f"`{name}({first})` -> `{name}({new})`")
 
     def _is_definition(self, close: int) -> bool:

@@ -152,7 +152,8 @@ def tolerance_equivalence(result: DifferentialResult | None, full: bool) -> str 
         f"equivalent within the spec's tolerance: all {result.rows_differing} differing "
         f"transitions (of {result.transitions}) differ only in `terminated` on a float "
         "threshold, where the mutant's flag is what the spec's termination predicate says of "
-        "its own next state; the comparison excuses such flips by design"
+        "its own next state or of one within tolerance of it; the comparison excuses such "
+        "flips by design"
     )
 
 

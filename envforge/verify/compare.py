@@ -157,6 +157,35 @@ def follows_termination(
     return np.broadcast_to(np.asarray(value, dtype=bool), tr.terminated.shape) == tr.terminated
 
 
+def follows_termination_within_tolerance(
+    spec: EnvSpec,
+    before: State,
+    actions: np.ndarray | None,
+    tr: Transition,
+    truncated: np.ndarray | None = None,
+) -> np.ndarray:
+    """Per env: ``tr.terminated`` is what the termination predicate says of ``tr``'s next
+    state, or of that state with one float field moved by its tolerance either way.
+
+    In tolerance mode states within tolerance are the same state, so within tolerance of a
+    threshold either flag is right: a float32 port compares with the float32 threshold
+    (``x > 2.4f``), which is not the float64 one the spec's predicate reads."""
+    out = follows_termination(spec, before, actions, tr, truncated)
+    if spec.termination is None:
+        return out
+    for f in spec.state:
+        atol, rtol = spec.tolerance(f.name)
+        value = tr.state[f.name]
+        if value.dtype.kind != "f" or (atol == 0 and rtol == 0):
+            continue
+        delta = atol + rtol * np.abs(value)
+        for sign in (-1.0, 1.0):
+            moved = {**tr.state, f.name: value + sign * delta}
+            shifted = Transition(moved, tr.obs, tr.reward, tr.terminated, tr.truncated)
+            out = out | follows_termination(spec, before, actions, shifted, truncated)
+    return out
+
+
 def _excuse_threshold_flags(
     spec: EnvSpec,
     ref: Transition,
@@ -166,8 +195,9 @@ def _excuse_threshold_flags(
     actions: np.ndarray | None,
 ) -> None:
     """In tolerance mode, a terminated flag may flip when the deciding value rounds across the
-    threshold. Excuse it only when the states agree within tolerance and each side's flag is
-    exactly what the spec's termination predicate says of that side's own next state."""
+    threshold. Excuse it only when the states agree within tolerance, the reference's flag is
+    what the spec's termination predicate says of its next state, and the port's flag is what
+    the predicate says of its next state or of a state within tolerance of it."""
     if spec.compare.mode != "tolerance" or spec.termination is None:
         return
     flipped = ~diff.ok["terminated"]
@@ -177,9 +207,9 @@ def _excuse_threshold_flags(
     for f in spec.field_names:
         state_ok &= diff.ok[f]
     before = state_before if state_before is not None else ref.state
-    consistent = follows_termination(spec, before, actions, ref) & follows_termination(
-        spec, before, actions, port, truncated=ref.truncated
-    )
+    consistent = follows_termination(
+        spec, before, actions, ref
+    ) & follows_termination_within_tolerance(spec, before, actions, port, truncated=ref.truncated)
     excused = flipped & state_ok & consistent
     if excused.any():
         diff.excused |= excused
