@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import shutil
 from pathlib import Path
 
+import pytest
 from conftest import QUICK_SWEEP
 
 from envforge.locate import default_port, spec_for_name
@@ -254,6 +256,34 @@ def test_small_fixed_campaign_kills_and_localizes() -> None:
     assert [o.status for o in report.outcomes] == ["killed", "killed"], report.to_dict()
     assert all(o.level == 1 and o.field_localized for o in report.outcomes)
     assert report.kill_rate() == 1.0
+
+
+@pytest.mark.skipif(shutil.which("cargo") is None, reason="needs cargo")
+def test_small_fixed_rust_campaign_builds_each_mutant_and_sets_aside_the_stillborn() -> None:
+    """CI's Rust sample: the crate's mutants are built by the verifier (each from its own
+    files), one in the one-by-one step is killed and field-localized, one that cannot
+    compile (`^ 1` on a SIMD register) is stillborn, not a kill."""
+    from envforge.mutate.campaign import run_campaign
+    from envforge.mutate.workspace import resolve_target
+    from envforge.verify.context import VerifyOptions
+
+    target = resolve_target(spec_for_name("pong"), "port", "rust", None)
+    wanted = ["src/pong.rs:arith:118:1", "src/lanes.rs:rng:242:1"]
+    report = run_campaign(
+        target,
+        [0, 1],
+        VerifyOptions(scale=0.2, seed_sweep=QUICK_SWEEP),
+        parallel=2,
+        time_limit_s=300,
+        only=wanted,
+    )
+    by_id = {o.id: o for o in report.outcomes}
+    assert set(by_id) == set(wanted), report.to_dict()
+    killed, unbuilt = by_id["src/pong.rs:arith:118:1"], by_id["src/lanes.rs:rng:242:1"]
+    assert killed.status == "killed" and killed.field_localized, killed
+    assert "paddle_yr" in killed.affected
+    assert unbuilt.status == "stillborn" and "cargo build failed" in unbuilt.error, unbuilt
+    assert report.kill_rate() == 1.0 and report.to_dict()["stillborn"] >= 1
 
 
 def test_judge_classifies_runs() -> None:
