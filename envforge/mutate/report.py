@@ -32,8 +32,8 @@ class Outcome:
     line: int
     description: str
     status: str
-    """killed | survived | equivalent | stillborn | timeout | error (stillborn: did not
-    build, a Rust mutant found so only when its crate is compiled for the verifier)"""
+    """killed | survived | equivalent | stillborn | timeout | error (stillborn: the mutated
+    side did not build or import, e.g. a Rust mutant whose crate does not compile)"""
     level: int | None = None
     """First level that did not pass (the killing level)."""
     check: str | None = None
