@@ -31,6 +31,8 @@ class DriverFailure(EnvforgeError):
     def __init__(self, side: str, call: str, message: str, detail: str = "") -> None:
         self.side = side
         self.call = call
+        self.message = message
+        """Without the ``side call:`` prefix of ``str(self)``."""
         self.detail = detail
         self.state_before: dict | None = None
         """Filled by a level that knows which state the failing call was given."""

@@ -238,6 +238,9 @@ def test_build_errors_are_l0_findings_with_the_compiler_message(pong_spec, tmp_p
     finding = report.levels[0].findings[0]
     assert finding.check == "contract" and "cargo build failed" in finding.message
     assert "no field `ball_vxx`" in finding.message and "src/pong.rs" in finding.message
+    # one `side call:` prefix (the isolated child's own is not repeated), no maturin chatter
+    assert finding.message.startswith("port build: cargo build failed")
+    assert "Found CPython" not in finding.message
 
 
 # ---- the ports through the verifier ----------------------------------------------------------

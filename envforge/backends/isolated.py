@@ -24,6 +24,7 @@ from envforge.backends.recipe import Recipe, build_driver
 from envforge.errors import (
     ContractViolation,
     DriverCrashed,
+    DriverFailure,
     DriverRaised,
     DriverTimeout,
 )
@@ -33,6 +34,11 @@ _FAILURES = {
     "DriverCrashed": DriverCrashed,
     "DriverTimeout": DriverTimeout,
 }
+
+
+def _message(e: BaseException) -> str:
+    """What the parent puts after its own ``side call:`` (a DriverFailure has one already)."""
+    return e.message if isinstance(e, DriverFailure) else str(e)
 
 
 def _serve(recipe: Recipe, conn: Connection, log_path: str) -> None:
@@ -58,7 +64,7 @@ def _serve(recipe: Recipe, conn: Connection, log_path: str) -> None:
             )
         )
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
-        conn.send(("raise", type(e).__name__, str(e), traceback.format_exc()))
+        conn.send(("raise", type(e).__name__, _message(e), traceback.format_exc()))
         return
     while True:
         try:
@@ -72,7 +78,7 @@ def _serve(recipe: Recipe, conn: Connection, log_path: str) -> None:
             result = getattr(driver, method)(*args)
             conn.send(("ok", result))
         except BaseException as e:  # noqa: BLE001
-            conn.send(("raise", type(e).__name__, str(e), traceback.format_exc()))
+            conn.send(("raise", type(e).__name__, _message(e), traceback.format_exc()))
 
 
 class IsolatedDriver(Driver):

@@ -321,10 +321,20 @@ def _clean_package(crate: Path, environment: dict[str, str]) -> None:
         )
 
 
+def _maturin_status(line: str) -> bool:
+    """maturin's progress lines (``🐍 Found CPython 3.11 at ...``) begin with an emoji."""
+    text = line.strip()
+    return bool(text) and ord(text[0]) > 0x2000
+
+
 def compiler_errors(stderr: str, limit: int = 4000) -> str:
     """The compiler's diagnostics without cargo's progress lines, clipped from the front."""
     noise = ("Compiling ", "Downloaded ", "Locking ", "Updating ", "Blocking ", "Finished ")
-    lines = [line for line in stderr.splitlines() if not line.strip().startswith(noise)]
+    lines = [
+        line
+        for line in stderr.splitlines()
+        if not line.strip().startswith(noise) and not _maturin_status(line)
+    ]
     text = "\n".join(lines).strip()
     return text if len(text) <= limit else "...\n" + text[-limit:]
 
