@@ -119,7 +119,11 @@ def main() -> int:
         "the observations for Rust ports (as a training loop with a JAX learner acts). Ratios compare each implementation's best "
         "batch with the reference's best; `per CPU-second` divides by process CPU time (all "
         "threads), so it measures per-core efficiency and is little disturbed by other load. "
-        "The ceiling is min(bandwidth / bytes per step, matmul FLOP/s / ops per step). No GPU "
+        "The ceiling is min(bandwidth / bytes per step, (matmul FLOP/s / 2) / slots per step), "
+        "a slot being one op, or one multiply-add pair that can fuse (matmul FLOP/s counts an "
+        "FMA as two ops; before 2026-12-01 the ceiling divided it by all ops, as if every op "
+        "were half of an FMA, which doubled the compute limit of a step of compares and "
+        "selects). No GPU "
         "was available to this run, so there are no GPU numbers.",
         "",
     ]

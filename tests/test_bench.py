@@ -184,6 +184,30 @@ def test_jaxpr_op_count_weights_transcendentals() -> None:
     assert ops == 3 * 10 + 3 + 3  # sin weighted 10, one mul and one add per element
 
 
+def test_multiply_add_pairs_and_the_compute_limit() -> None:
+    """A float multiply whose one use is an add is a pair (one FMA slot for two operations); a
+    multiply used twice, or an integer one, is not. A step of pairs only runs at the matmul
+    FLOP/s (which counts an FMA as two); a step of lone operations at half of it."""
+    import jax
+    import jax.numpy as jnp
+
+    from envforge.bench.ceiling import fma_pairs
+
+    def step(a, b, i):  # type: ignore[no-untyped-def]
+        paired = a * b + 1.0  # a pair
+        shared = a * 3.0  # used twice: the compiler keeps the product
+        return paired, shared + b, shared - a, (i * 2) + 1  # the integer pair does not count
+
+    x = jnp.zeros(5, jnp.float32)
+    closed = jax.make_jaxpr(step)(x, x, jnp.zeros(5, jnp.int32))
+    assert fma_pairs(closed.jaxpr) == 5
+    machine = Machine("cpu", 2, 1.0, bandwidth_gbs=1e6, peak_gflops=100.0, load_before=(0, 0, 0))
+    all_pairs = StepCost(0, 0, 1, 100.0, 0, 0.0, fma_pairs=50.0)
+    lone = StepCost(0, 0, 1, 100.0, 0, 0.0)
+    assert ceiling_sps(machine, all_pairs, "random") == (pytest.approx(1e9), "compute")
+    assert ceiling_sps(machine, lone, "random") == (pytest.approx(0.5e9), "compute")
+
+
 def test_pong_step_cost_and_ceiling() -> None:
     from envforge.bench.jax_loop import load_port
 
@@ -192,6 +216,8 @@ def test_pong_step_cost_and_ceiling() -> None:
     assert cost.state_bytes == 40 and cost.obs_bytes == 32
     assert cost.bytes_per_step == 2 * 40 + 32 + 4 + 16
     assert cost.ops_per_step > 200  # four physics frames
+    assert 0 < cost.fma_pairs < cost.ops_per_step / 10  # pong is compares and selects
+    assert cost.mlp_fma_pairs == 8 * 64 + 64 * 3  # every matmul multiply-add
     assert fused_instruction_count(spec, load_port(spec, port)) > 0
     machine = Machine("cpu", 2, 1.0, bandwidth_gbs=10.0, peak_gflops=1000.0, load_before=(0, 0, 0))
     sps, bound = ceiling_sps(machine, cost, "random")

@@ -4,10 +4,15 @@
   observation written, the loop's RNG and reward accumulator) against measured copy bandwidth;
 * compute: operations in one env step (counted from the port's jaxpr: one per output element of
   each arithmetic/compare/select primitive, ``TRANSCENDENTAL_COST`` for sin/exp/tanh/...)
-  against measured float32 matmul FLOP/s, which is optimistic for env code (matmul counts a
-  fused multiply-add as two and never branches), so the ceiling errs high.
+  against measured float32 matmul FLOP/s. That peak counts a fused multiply-add as two
+  operations, so it is the rate of operations that come in multiply-add pairs; any other
+  operation (a compare, a select, an integer op, a lone add) takes a vector slot for one
+  operation, at half that rate. So a step costs ``ops - fma_pairs`` slots, where
+  ``fma_pairs`` counts float multiplies whose one use is an add or subtract (a fusing compiler
+  can make each pair one FMA), and the machine runs ``peak_flops / 2`` slots per second. It
+  still errs high (every slot filled, no branches, no shuffles).
 
-ceiling = min(bandwidth / bytes_per_step, peak_flops / ops_per_step).
+ceiling = min(bandwidth / bytes_per_step, (peak_flops / 2) / (ops_per_step - fma_pairs)).
 """
 
 from __future__ import annotations
@@ -165,6 +170,36 @@ def _jaxpr_ops(jaxpr: Any) -> tuple[float, int]:
     return ops, trans
 
 
+def fma_pairs(jaxpr: Any) -> float:
+    """Elements of float multiplies whose one use is an add or subtract (each pair can be one
+    fused multiply-add), in this jaxpr and the ones it calls; a pair split across a call
+    boundary is not counted (the ceiling then errs low by that pair)."""
+    uses: dict[int, list[str]] = {}
+    for eqn in jaxpr.eqns:
+        for v in eqn.invars:
+            if type(v).__name__ == "Var":
+                uses.setdefault(id(v), []).append(eqn.primitive.name)
+    for v in jaxpr.outvars:
+        if type(v).__name__ == "Var":
+            uses.setdefault(id(v), []).append("output")
+    pairs = 0.0
+    for eqn in jaxpr.eqns:
+        for key in SUB_JAXPRS:
+            sub = eqn.params.get(key)
+            if sub is not None:
+                times = eqn.params.get("length", 1) if eqn.primitive.name == "scan" else 1
+                pairs += fma_pairs(getattr(sub, "jaxpr", sub)) * times
+        if eqn.primitive.name != "mul":
+            continue
+        out = eqn.outvars[0]
+        if getattr(out.aval, "dtype", np.dtype("int32")).kind == "f" and uses.get(id(out)) in (
+            ["add"],
+            ["sub"],
+        ):
+            pairs += int(np.prod(out.aval.shape))
+    return pairs
+
+
 @dataclass
 class StepCost:
     state_bytes: int
@@ -176,6 +211,10 @@ class StepCost:
     fused_instructions: int = 0
     """HLO instructions XLA runs per env step in the compiled bench loop (inside its fused
     loops). Far above ``ops_per_step`` means XLA recomputes shared work once per output."""
+    fma_pairs: float = 0.0
+    """Of ``ops_per_step``, multiply-add pairs that can fuse (two operations, one slot)."""
+    mlp_fma_pairs: float = 0.0
+    """The same for the MLP policy (its matmuls are all multiply-adds)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -196,6 +235,7 @@ def step_cost(spec: EnvSpec, module: Any, hidden: int) -> StepCost:
 
     closed = jax.make_jaxpr(one)(state, action, jnp.uint32(1))
     ops, trans = _jaxpr_ops(closed.jaxpr)
+    pairs = fma_pairs(closed.jaxpr)
     ops += 2 * 6 + after_select_ops(spec)  # two xorshift32 draws, where(done, fresh, next)
     state_bytes = sum(f.np_dtype.itemsize * int(np.prod(f.shape)) for f in spec.state)
     obs_bytes = int(np.prod(spec.observation.shape)) * np.dtype(spec.observation.dtype).itemsize
@@ -206,7 +246,10 @@ def step_cost(spec: EnvSpec, module: Any, hidden: int) -> StepCost:
     n_out = spec.action.n if spec.action.type == "discrete" else int(np.prod(spec.action.shape))
     n_out = n_out or 1
     mlp = 2.0 * (obs_dim * hidden + hidden * n_out) + hidden * (TRANSCENDENTAL_COST + 1) + n_out
-    return StepCost(state_bytes, obs_bytes, moved, ops, trans, mlp)
+    mlp_pairs = float(obs_dim * hidden + hidden * n_out)
+    return StepCost(
+        state_bytes, obs_bytes, moved, ops, trans, mlp, fma_pairs=pairs, mlp_fma_pairs=mlp_pairs
+    )
 
 
 def after_select_ops(spec: EnvSpec) -> int:
@@ -215,9 +258,11 @@ def after_select_ops(spec: EnvSpec) -> int:
 
 def ceiling_sps(machine: Machine, cost: StepCost, policy: str) -> tuple[float, str]:
     """(steps per second, which limit binds) for the given policy."""
-    ops = cost.ops_per_step + (cost.mlp_ops if policy == "mlp" else 0.0)
+    mlp = policy == "mlp"
+    ops = cost.ops_per_step + (cost.mlp_ops if mlp else 0.0)
+    slots = ops - cost.fma_pairs - (cost.mlp_fma_pairs if mlp else 0.0)
     memory = machine.bandwidth_gbs * 1e9 / cost.bytes_per_step
-    compute = machine.peak_gflops * 1e9 / ops
+    compute = machine.peak_gflops * 1e9 / 2 / slots
     return (memory, "memory") if memory < compute else (compute, "compute")
 
 
