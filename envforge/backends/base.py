@@ -21,8 +21,9 @@ from envforge.spec import EnvSpec
 
 State = dict[str, np.ndarray]
 DIGEST_ROWS = 1 << 16
-"""Seeds reset and hashed at a time by ``Driver.reset_digest``: a few MiB of states, which stay
-in cache (2^20 at a time swept pong's Rust port at 46 M seeds/s, 2^16 at 74 M/s)."""
+"""Seeds reset and hashed at a time by ``Driver.reset_digest``: a few MiB of states, still in
+cache when they are hashed (pong's Rust port swept fastest at about this size; the measured
+rates varied too much from run to run here to say by how much)."""
 
 
 @dataclass

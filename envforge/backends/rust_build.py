@@ -305,8 +305,8 @@ def _clean_package(crate: Path, environment: dict[str, str]) -> None:
 
     Cargo keys a root package's artifacts by name and version, not by where its files are, and
     judges them fresh by file times: a crate whose files were written before the last build of
-    another crate of the same package name (a campaign's mutants are written up front, then
-    built one after another) was handed that crate's library."""
+    another crate of the same package name (two campaign workers write their mutants at about
+    the same time, then build them one after the other) was handed that crate's library."""
     cmd = [toolchain().cargo, "clean", "--release", "--offline", "-p", package_name(crate)]
     cmd += ["--manifest-path", str(crate / "Cargo.toml")]
     try:

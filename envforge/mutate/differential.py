@@ -5,8 +5,8 @@ distributions in ``sync`` mode, where only the distribution is specified), one s
 states sampled over the spec's ranges (boundaries over-weighted) under every discrete action
 (in batches, and some one state per call), and one step from each state along random
 rollouts of the original (re-synced each step, so only the mutation's one-step effect is
-seen). Comparison uses the spec's own notion of
-equality (exact, or its tolerances), since that is what the verifier is asked to decide.
+seen). Comparison uses the spec's own notion of equality (exact, or its tolerances), since
+that is what the verifier is asked to decide.
 
 Survivors also get states on the original's branch thresholds (found by bisection, as L1
 does in exact mode) and, when the mutation can reach ``reset`` in replicate mode, a
