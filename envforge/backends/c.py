@@ -14,13 +14,13 @@ import ctypes
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, canonicalize
+from envforge.backends.cc import c_compiler
 from envforge.backends.digest import LANE_START, ROW_MULT, join, state_digests, word_key
 from envforge.cache import cache_root
 from envforge.errors import BadInput, ContractViolation
@@ -238,7 +238,7 @@ def compile_reference(spec: EnvSpec, reference: Path, strict_float: bool) -> tup
     assert spec.c is not None
     source = reference.read_text()
     members = parse_struct(source, spec.c.struct)
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    compiler = c_compiler()
     if compiler is None:
         raise BadInput("no C compiler found (set CC)")
     flags = [*(STRICT_CFLAGS if strict_float else FAST_CFLAGS), *spec.c.cflags]

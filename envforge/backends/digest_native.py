@@ -16,7 +16,6 @@ import ctypes
 import hashlib
 import os
 import platform
-import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
@@ -25,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from envforge.backends.cc import c_compiler
 from envforge.cache import cache_root
 
 TILE = 1024
@@ -86,7 +86,7 @@ FLAGS = ("-O3", "-shared", "-fPIC")
 
 
 def _build() -> Path | None:
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    compiler = c_compiler()
     if compiler is None:
         return None
     key = hashlib.sha256("|".join((SOURCE, compiler, *FLAGS)).encode()).hexdigest()[:16]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import time
 from functools import partial
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from envforge.backends.c import FAST_CFLAGS, STRICT_CFLAGS, cache_dir
+from envforge.backends.cc import c_compiler
 from envforge.bench.measure import BenchSettings, Measurement, RunFailed, interleaved
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
@@ -195,7 +195,7 @@ def build_harness(spec: EnvSpec, reference: Path, settings: BenchSettings) -> tu
     """Compile (or reuse) the harness; returns the executable and the build seconds."""
     if spec.c is None:
         raise BadInput(f"{spec.name}: a C reference needs a [c] table in env.toml")
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    compiler = c_compiler()
     if compiler is None:
         raise BadInput("no C compiler found (set CC)")
     flags = [*(STRICT_CFLAGS if settings.strict_float else FAST_CFLAGS), *spec.c.cflags]

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import subprocess
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envforge.backends.cc import c_compiler
 from envforge.errors import BadInput
 from envforge.mutate.ast_ops import python_edits
 from envforge.mutate.mutant import Edit, Mutant, SourceText
@@ -58,7 +58,7 @@ class Generated:
 
 
 def _c_compiles(source: str, suffix: str) -> bool:
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    compiler = c_compiler()
     if compiler is None:
         return True  # cannot check here; the verifier's build check will report it
     with tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False) as tmp:
