@@ -232,27 +232,26 @@ def test_all_seeds_comparison_of_drivers_finds_a_guard_that_changes_two_seeds(tm
     )
 
 
-def test_small_fixed_campaign_kills_and_localizes() -> None:
-    """CI's fixed sample: two pong port mutants through L0-L1 at reduced scale."""
+def small_campaign(kind: str, mutants: list[str]):  # type: ignore[no-untyped-def]
+    """The named mutants of pong's ``kind`` port through L0-L1 at reduced scale, two at once."""
     from envforge.mutate.campaign import run_campaign
     from envforge.mutate.workspace import resolve_target
     from envforge.verify.context import VerifyOptions
 
+    target = resolve_target(spec_for_name("pong"), "port", kind, None)
+    options = VerifyOptions(scale=0.2, seed_sweep=QUICK_SWEEP)
+    return run_campaign(target, [0, 1], options, parallel=2, time_limit_s=300, only=mutants)
+
+
+def test_small_fixed_campaign_kills_and_localizes() -> None:
+    """CI's fixed sample: two pong port mutants through L0-L1 at reduced scale."""
     spec = spec_for_name("pong")
-    target = resolve_target(spec, "port", "jax", None)
-    gen = generate(target.files[0], "pong.py", spec)
+    gen = generate(default_port(spec, "jax") / "pong.py", "pong.py", spec)
     wanted = [
         next(m.id for m in gen.mutants if m.description == d)
         for d in ("`5.0` -> `5.5`", "`.tick` -> `.score_l`")  # opponent speed, tick counter
     ]
-    report = run_campaign(
-        target,
-        [0, 1],
-        VerifyOptions(scale=0.2, seed_sweep=QUICK_SWEEP),
-        parallel=2,
-        time_limit_s=300,
-        only=wanted,
-    )
+    report = small_campaign("jax", wanted)
     assert [o.status for o in report.outcomes] == ["killed", "killed"], report.to_dict()
     assert all(o.level == 1 and o.field_localized for o in report.outcomes)
     assert report.kill_rate() == 1.0
@@ -263,20 +262,8 @@ def test_small_fixed_rust_campaign_builds_each_mutant_and_sets_aside_the_stillbo
     """CI's Rust sample: the crate's mutants are built by the verifier (each from its own
     files), one in the one-by-one step is killed and field-localized, one that cannot
     compile (`^ 1` on a SIMD register) is stillborn, not a kill."""
-    from envforge.mutate.campaign import run_campaign
-    from envforge.mutate.workspace import resolve_target
-    from envforge.verify.context import VerifyOptions
-
-    target = resolve_target(spec_for_name("pong"), "port", "rust", None)
     wanted = ["src/pong.rs:arith:118:1", "src/lanes.rs:rng:242:1"]
-    report = run_campaign(
-        target,
-        [0, 1],
-        VerifyOptions(scale=0.2, seed_sweep=QUICK_SWEEP),
-        parallel=2,
-        time_limit_s=300,
-        only=wanted,
-    )
+    report = small_campaign("rust", wanted)
     by_id = {o.id: o for o in report.outcomes}
     assert set(by_id) == set(wanted), report.to_dict()
     killed, unbuilt = by_id["src/pong.rs:arith:118:1"], by_id["src/lanes.rs:rng:242:1"]

@@ -180,7 +180,9 @@ def lane_sums(
 
 _THREADS = os.cpu_count() or 1
 PARALLEL_ROWS = 1 << 18
-"""Rows per thread below which one thread hashes the whole call."""
+"""Rows per thread below which one thread hashes the whole call (the sweep's 2^16-seed calls
+stay on one; the C driver's fallback hashes whole calls: 2^22 pong rows took 13.2 ms on one
+thread, 7.1 ms on two, measured here)."""
 
 
 @lru_cache(maxsize=1)

@@ -192,10 +192,7 @@ def fma_pairs(jaxpr: Any) -> float:
         if eqn.primitive.name != "mul":
             continue
         out = eqn.outvars[0]
-        if getattr(out.aval, "dtype", np.dtype("int32")).kind == "f" and uses.get(id(out)) in (
-            ["add"],
-            ["sub"],
-        ):
+        if out.aval.dtype.kind == "f" and uses.get(id(out)) in (["add"], ["sub"]):
             pairs += int(np.prod(out.aval.shape))
     return pairs
 

@@ -42,14 +42,13 @@ def run_campaign(
     originals: dict[str, str] = {}
     mutants: list[Mutant] = []
     generated = stillborn = 0
+    several = len(target.files) > 1  # ids are per file (operator:line:k): then prefix the file
     for path in target.files:
         rel = str(path.relative_to(target.root))
         gen = generate(path, rel, target.spec)
         originals[rel] = gen.original
         generated += len(gen.mutants)
         stillborn += gen.stillborn
-        # ids are per file (operator:line:k): a target of several files prefixes its file
-        several = len(target.files) > 1
         mutants.extend(replace(m, id=f"{rel}:{m.id}") if several else m for m in gen.mutants)
     chosen = [m for m in mutants if m.id in set(only)] if only else sample(mutants, limit, seed)
     report = MutationReport(
