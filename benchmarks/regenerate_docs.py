@@ -123,7 +123,11 @@ def main() -> int:
         "a slot being one op, or one multiply-add pair that can fuse (matmul FLOP/s counts an "
         "FMA as two ops; before 2026-12-01 the ceiling divided it by all ops, as if every op "
         "were half of an FMA, which doubled the compute limit of a step of compares and "
-        "selects). No GPU "
+        "selects). The bandwidth is the copy bandwidth measured at the footprint of the "
+        "row's batch (batch x bytes per step): a batch whose arrays fit in cache is held to "
+        "the cache's bandwidth (the `cache` bound), one that does not to DRAM's (`memory`); "
+        "until 2026-12-01 every batch was held to DRAM's, which let a cache-resident batch "
+        "look closer to its ceiling than it was. No GPU "
         "was available to this run, so there are no GPU numbers.",
         "",
     ]

@@ -286,6 +286,46 @@ def test_ceiling_uses_the_better_of_two_machine_measurements() -> None:
     assert "20.0 GB/s copy bandwidth (best of 10.0 and 20.0" in limits(machine)
 
 
+def test_ceiling_holds_a_cache_resident_batch_to_the_cache_bandwidth() -> None:
+    curve = [[2.0**20, 50.0], [8.0 * 2**20, 80.0], [32.0 * 2**20, 20.0]]
+    machine = Machine("cpu", 2, 1.0, 30.0, 1e6, (0, 0, 0), bandwidth_by_footprint=curve)
+    cost = StepCost(40, 32, 100, 500.0, 0, 1000.0)
+    # 100 B per env: 65536 envs are 6.25 MiB, held to the 8 MiB copy's 80 GB/s
+    assert ceiling_sps(machine, cost, "random", 65536) == (pytest.approx(80e9 / 100), "cache")
+    # 4096 envs fit in 1 MiB: held to the best copy of any footprint that holds them (a
+    # smaller working set is never slower to move: the 1 MiB copy's 50 is overhead)
+    assert ceiling_sps(machine, cost, "random", 4096) == (pytest.approx(80e9 / 100), "cache")
+    # 12 MiB: only the 32 MiB copy holds it, slower than DRAM's reading
+    assert ceiling_sps(machine, cost, "random", 120_000) == (pytest.approx(30e9 / 100), "memory")
+    # past the largest measured footprint, and with no batch: DRAM
+    assert ceiling_sps(machine, cost, "random", 10**6)[1] == "memory"
+    assert ceiling_sps(machine, cost, "random") == (pytest.approx(30e9 / 100), "memory")
+    # the report judges each row at its best batch
+    rows = [
+        Measurement("jax port", "port", "random", 64, [1e6]),
+        Measurement("jax port", "port", "random", 65536, [4e8]),
+    ]
+    report = BenchReport(
+        "pong", "pong.c", {}, machine.to_dict(), "today", "cmd", rows, cost.to_dict()
+    )
+    (row,) = report.summaries()
+    assert row.ceiling_bound == "cache" and row.fraction_of_ceiling == pytest.approx(0.5)
+    assert "8 MiB 80" in limits(machine.to_dict())
+
+
+def test_footprint_curves_merge_to_the_better_of_two() -> None:
+    before = Machine("cpu", 2, 1.0, 10.0, 300.0, (0, 0, 0), None, None, [[1.0, 5.0], [2.0, 9.0]])
+    after = Machine("cpu", 2, 1.0, 20.0, 100.0, (0, 0, 0), None, None, [[1.0, 7.0], [2.0, 3.0]])
+    merged = best_limits(before.to_dict(), after.to_dict())
+    assert merged["bandwidth_by_footprint"] == [[1.0, 7.0], [2.0, 9.0]]
+
+
+def test_measured_bandwidth_is_positive_at_small_and_large_footprints() -> None:
+    from envforge.bench.ceiling import measure_bandwidth
+
+    assert measure_bandwidth(0.5, repeats=1) > 0 and measure_bandwidth(16, repeats=1) > 0
+
+
 def test_bench_cli_rejects_bad_flags() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "envforge.cli", "bench", "pong", "--policy", "greedy"],

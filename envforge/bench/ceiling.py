@@ -1,7 +1,11 @@
 """An honest ceiling: what this machine could do at best for one env, from two measured limits.
 
 * memory: bytes a batched step must move at least (each env's state read and written, its
-  observation written, the loop's RNG and reward accumulator) against measured copy bandwidth;
+  observation written, the loop's RNG and reward accumulator) against copy bandwidth measured
+  at that batch's footprint (``batch * bytes_per_step``): a batch whose arrays fit in cache
+  is limited by the cache's bandwidth, not DRAM's (CartPole at 65536 envs is 7 MB, which
+  copied at 88 GB/s against 30 GB/s for 256 MiB on a 32 MiB-L3 EPYC), and a ceiling
+  computed from DRAM would be one a port could pass;
 * compute: operations in one env step (counted from the port's jaxpr: one per output element of
   each arithmetic/compare/select primitive, ``TRANSCENDENTAL_COST`` for sin/exp/tanh/...)
   against measured float32 matmul FLOP/s. That peak counts a fused multiply-add as two
@@ -12,13 +16,15 @@
   can make each pair one FMA), and the machine runs ``peak_flops / 2`` slots per second. It
   still errs high (every slot filled, no branches, no shuffles).
 
-ceiling = min(bandwidth / bytes_per_step, (peak_flops / 2) / (ops_per_step - fma_pairs)).
+ceiling = min(bandwidth(batch * bytes_per_step) / bytes_per_step,
+              (peak_flops / 2) / (ops_per_step - fma_pairs)).
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -57,6 +63,17 @@ class Machine:
     bandwidth_gbs_measured: list[float] | None = None
     """Each measurement of ``bandwidth_gbs`` where there were several (the best is used)."""
     peak_gflops_measured: list[float] | None = None
+    bandwidth_by_footprint: list[list[float]] | None = None
+    """``[footprint_bytes, GB/s]`` of copies whose source and destination together span the
+    footprint, smallest first (``bandwidth_gbs`` is the DRAM figure, a 512 MiB footprint)."""
+
+    def bandwidth_at(self, footprint: float) -> float:
+        """GB/s for a working set of ``footprint`` bytes: the best copy measured at any
+        footprint that holds it (a smaller working set is never slower to move than a larger
+        one, so a lower reading at a small footprint is overhead or noise), never below the
+        DRAM figure."""
+        held = [gbs for size, gbs in self.bandwidth_by_footprint or [] if footprint <= size]
+        return max([self.bandwidth_gbs, *held])
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,23 +97,37 @@ def memory_gib() -> float:
         return 0.0
 
 
-def measure_bandwidth(mib: int = 256, repeats: int = 5) -> float:
-    """GB/s of large array copies (2 bytes moved per byte copied), one thread per core."""
-    src = np.ones(mib * 2**20 // 4, np.float32)
+def measure_bandwidth(mib: float = 256, repeats: int = 5) -> float:
+    """GB/s of array copies (2 bytes moved per byte copied), one thread per core, ``mib`` MiB
+    copied (a footprint of twice that). A small copy is repeated inside each thread's timed
+    call until the run moves at least 64 MiB, so the thread pool's start-up does not count."""
+    src = np.ones(max(1024, int(mib * 2**20) // 4), np.float32)
     dst = np.empty_like(src)
     threads = os.cpu_count() or 1
     bounds = np.linspace(0, len(src), threads + 1).astype(int)
+    inner = max(1, (64 * 2**20) // src.nbytes)
 
     def copy(k: int) -> None:
-        np.copyto(dst[bounds[k] : bounds[k + 1]], src[bounds[k] : bounds[k + 1]])
+        for _ in range(inner):
+            np.copyto(dst[bounds[k] : bounds[k + 1]], src[bounds[k] : bounds[k + 1]])
 
     best = 0.0
     with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(copy, range(threads)))  # warm: pages touched, caches filled
         for _ in range(repeats):
             start = time.perf_counter()
             list(pool.map(copy, range(threads)))
-            best = max(best, 2 * src.nbytes / (time.perf_counter() - start))
+            best = max(best, 2 * inner * src.nbytes / (time.perf_counter() - start))
     return best / 1e9
+
+
+FOOTPRINTS_MIB = (1, 2, 4, 8, 16, 32, 64)
+"""Footprints (source + destination) at which copy bandwidth is measured for batches whose
+arrays may fit in cache; past the largest the DRAM figure applies."""
+
+
+def measure_bandwidth_by_footprint() -> list[list[float]]:
+    return [[float(mib * 2**20), measure_bandwidth(mib / 2)] for mib in FOOTPRINTS_MIB]
 
 
 def measure_peak_flops(n: int = 2048, repeats: int = 5) -> float:
@@ -126,6 +157,14 @@ def limits(machine: dict[str, Any]) -> str:
                 f" (best of {' and '.join(f'{v:{fmt}}' for v in seen)}, before and after the run)"
             )
         parts.append(text)
+    curve = machine.get("bandwidth_by_footprint")
+    if curve:
+        parts.append(
+            "copy bandwidth by footprint (source + destination) "
+            + ", ".join(f"{size / 2**20:g} MiB {gbs:.0f}" for size, gbs in curve)
+            + " GB/s"
+            + (" (best of before and after)" if machine.get("bandwidth_gbs_measured") else "")
+        )
     return ", ".join(parts)
 
 
@@ -138,6 +177,7 @@ def measure_machine() -> Machine:
         bandwidth_gbs=measure_bandwidth(),
         peak_gflops=measure_peak_flops(),
         load_before=(load[0], load[1], load[2]),
+        bandwidth_by_footprint=measure_bandwidth_by_footprint(),
     )
 
 
@@ -253,29 +293,53 @@ def after_select_ops(spec: EnvSpec) -> int:
     return sum(int(np.prod(f.shape)) for f in spec.state)
 
 
-def ceiling_sps(machine: Machine, cost: StepCost, policy: str) -> tuple[float, str]:
-    """(steps per second, which limit binds) for the given policy."""
+def ceiling_sps(
+    machine: Machine, cost: StepCost, policy: str, batch: int | None = None
+) -> tuple[float, str]:
+    """(steps per second, which limit binds) for the given policy at ``batch`` envs (its
+    footprint picks the bandwidth; ``None``: DRAM's)."""
     mlp = policy == "mlp"
     ops = cost.ops_per_step + (cost.mlp_ops if mlp else 0.0)
     slots = ops - cost.fma_pairs - (cost.mlp_fma_pairs if mlp else 0.0)
-    memory = machine.bandwidth_gbs * 1e9 / cost.bytes_per_step
+    bandwidth = (
+        machine.bandwidth_gbs
+        if batch is None
+        else machine.bandwidth_at(float(batch) * cost.bytes_per_step)
+    )
+    memory = bandwidth * 1e9 / cost.bytes_per_step
+    memory_bound = "cache" if bandwidth > machine.bandwidth_gbs else "memory"
     compute = machine.peak_gflops * 1e9 / 2 / slots
-    return (memory, "memory") if memory < compute else (compute, "compute")
+    return (memory, memory_bound) if memory < compute else (compute, "compute")
+
+
+NOT_WORK = frozenset(
+    ("parameter", "constant", "broadcast", "bitcast", "get-tuple-element", "tuple")
+)
+"""HLO opcodes inside a fusion that compute nothing per element (they name inputs, splat a
+scalar or relabel a buffer): 43% of the pong loop's fused instructions."""
 
 
 def fused_instruction_count(spec: EnvSpec, module: Any) -> int:
-    """Instructions inside the fused computations of the compiled bench loop (random policy,
-    fresh resets): the per-element work XLA actually emits for one env step."""
+    """Operations inside the fused computations of the compiled bench loop (random policy,
+    fresh resets): the per-element work XLA actually emits for one env step. Parameters,
+    constants, broadcasts and bitcasts (``NOT_WORK``) are not counted."""
     import jax
 
     from envforge.bench.jax_loop import initial_carry, make_rollout
 
     carry = initial_carry(module, 1024)
     compiled = jax.jit(make_rollout(module, spec, "random", 16)).lower(carry, {}).compile()
-    text = compiled.as_text() or ""
+    return hlo_fused_work(compiled.as_text() or "")
+
+
+def hlo_fused_work(text: str) -> int:
+    """Instructions of the fused computations in HLO ``text`` that do per-element work."""
     total = 0
     for block in text.split("\n\n"):
         header = block.lstrip().split("\n", 1)[0]
         if header.startswith("%fused") or header.startswith("fused_computation"):
-            total += sum(1 for line in block.splitlines()[1:] if " = " in line)
+            for line in block.splitlines()[1:]:
+                match = re.search(r" = [^ ]+ ([a-z][a-z0-9_-]*)\(", line)
+                if match and match.group(1) not in NOT_WORK:
+                    total += 1
     return total

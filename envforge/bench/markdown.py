@@ -115,10 +115,10 @@ def section(report: BenchReport, plot: str | None = None) -> str:
             f"{cost['mlp_ops']:.0f} ops ({cost.get('mlp_fma_pairs', 0):.0f} pairs); the compute "
             "limit runs the ops not in a pair, and each pair as one, at half the matmul FLOP/s "
             "(which counts an FMA as two). "
-            f"The compiled loop runs {cost.get('fused_instructions', 0)} HLO instructions per env "
-            "step inside its fused loops: where that is several times the jaxpr's op count, XLA "
-            "recomputes shared work once per output array (each state field), and that, not "
-            "memory, is where the time goes.",
+            f"The compiled loop runs {cost.get('fused_instructions', 0)} HLO operations per env "
+            "step inside its fused loops (parameters, constants and broadcasts not counted): "
+            "above the jaxpr's op count, XLA recomputes shared work in each fusion that reads "
+            "it rather than storing it once.",
             "",
         ]
     if report.skipped:

@@ -105,7 +105,12 @@ class BenchReport:
             ratio = sps / ref if (sps and ref) else None
             ceiling, bound = (None, "")
             if self.cost is not None:
-                ceiling, bound = ceiling_sps(Machine(**self.machine), StepCost(**self.cost), policy)
+                ceiling, bound = ceiling_sps(
+                    Machine(**self.machine),
+                    StepCost(**self.cost),
+                    policy,
+                    best.batch if best else None,
+                )
             fraction = sps / ceiling if (sps and ceiling) else None
             judged = role == "port" and policy == JUDGED_POLICY
             cpu = self.best_cpu(impl, policy)

@@ -167,4 +167,9 @@ def best_limits(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
     for key in ("bandwidth_gbs", "peak_gflops"):
         out[key] = max(before[key], after[key])
         out[f"{key}_measured"] = [before[key], after[key]]
+    curves = [m.get("bandwidth_by_footprint") or [] for m in (before, after)]
+    if all(curves) and [s for s, _ in curves[0]] == [s for s, _ in curves[1]]:
+        out["bandwidth_by_footprint"] = [
+            [size, max(a, b)] for (size, a), (_, b) in zip(*curves, strict=True)
+        ]
     return out
