@@ -251,6 +251,9 @@ def step(
     state = state._replace(tick=state.tick + 1)
     terminated = (state.score_l >= WIN_SCORE) | (state.score_r >= WIN_SCORE)
     truncated = ~terminated & (state.tick >= MAX_TICKS)
+    # settled once too: an auto-reset loop's where(terminated | truncated, fresh, next) reads
+    # them in each state field's fusion, which would redo the scores and tick for each field
+    terminated, truncated = _once(terminated, truncated)
     return state, observe(state), total, terminated, truncated
 
 
