@@ -3,9 +3,9 @@
 * memory: bytes a batched step must move at least (each env's state read and written, its
   observation written, the loop's RNG and reward accumulator) against copy bandwidth measured
   at that batch's footprint (``batch * bytes_per_step``): a batch whose arrays fit in cache
-  is limited by the cache's bandwidth, not DRAM's (CartPole at 65536 envs is 7 MB, which
-  copied at 88 GB/s against 30 GB/s for 256 MiB on a 32 MiB-L3 EPYC), and a ceiling
-  computed from DRAM would be one a port could pass;
+  is limited by the cache's bandwidth, not DRAM's (CartPole at 65536 envs is 7 MB; on a
+  2-core EPYC with 32 MiB of L3, copies of 8-16 MiB footprints ran at 84-150 GB/s and one of
+  256 MiB at 29-30 GB/s), and a ceiling computed from DRAM would be one a port could pass;
 * compute: operations in one env step (counted from the port's jaxpr: one per output element of
   each arithmetic/compare/select primitive, ``TRANSCENDENTAL_COST`` for sin/exp/tanh/...)
   against measured float32 matmul FLOP/s. That peak counts a fused multiply-add as two
@@ -100,12 +100,13 @@ def memory_gib() -> float:
 def measure_bandwidth(mib: float = 256, repeats: int = 5) -> float:
     """GB/s of array copies (2 bytes moved per byte copied), one thread per core, ``mib`` MiB
     copied (a footprint of twice that). A small copy is repeated inside each thread's timed
-    call until the run moves at least 64 MiB, so the thread pool's start-up does not count."""
+    call until the run copies at least 256 MiB, so the thread pool's start-up and the loop's
+    own overhead hardly count."""
     src = np.ones(max(1024, int(mib * 2**20) // 4), np.float32)
     dst = np.empty_like(src)
     threads = os.cpu_count() or 1
     bounds = np.linspace(0, len(src), threads + 1).astype(int)
-    inner = max(1, (64 * 2**20) // src.nbytes)
+    inner = max(1, (256 * 2**20) // src.nbytes)
 
     def copy(k: int) -> None:
         for _ in range(inner):
