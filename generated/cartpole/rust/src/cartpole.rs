@@ -171,8 +171,9 @@ fn terminated(x: f64, theta: f64) -> bool {
         | (theta > THETA_THRESHOLD_RADIANS)
 }
 
-/// Envs stepped together by [`step_lanes`].
-pub const LANES: usize = 4;
+/// Envs stepped together by [`step_lanes`]: two AVX2 registers of four float64 per field, so
+/// that two independent chains of the step's dependent operations are in flight at once.
+pub const LANES: usize = 8;
 
 /// Where a batch step writes: per env `i`, its observation at `obs[i * OBS_SIZE..]`, reward and
 /// flags at `[i]`.
@@ -198,14 +199,31 @@ impl Outputs<'_> {
     }
 }
 
-/// Steps envs `at..at + LANES` at once: the same operations in the same order as
+/// One block of [`LANES`] envs and the parts of the outputs that are theirs.
+struct Block<'a> {
+    envs: &'a mut [CartPole; LANES],
+    actions: &'a [i32; LANES],
+    obs: &'a mut [f32; LANES * OBS_SIZE],
+    reward: &'a mut [f32; LANES],
+    terminated: &'a mut [bool; LANES],
+    truncated: &'a mut [bool; LANES],
+}
+
+/// Steps one block of envs at once: the same operations in the same order as
 /// [`CartPole::step`] (so bit for bit the same results), on arrays of one field per lane, which
 /// the compiler turns into SIMD instructions (two f64 per SSE2 register, four per AVX register).
-/// Stepping envs one at a time waits on each step's chain of four divisions; lanes divide four
-/// envs at once.
+/// Stepping envs one at a time waits on each step's chain of dependent operations; lanes run
+/// eight envs' chains at once. The block's slices have fixed lengths, so no index is checked.
 #[inline(always)]
-fn step_lanes(envs: &mut [CartPole], actions: &[i32], out: &mut Outputs, at: usize) {
-    let (envs, actions) = (&mut envs[at..at + LANES], &actions[at..at + LANES]);
+fn step_lanes(block: Block<'_>) {
+    let Block {
+        envs,
+        actions,
+        obs,
+        reward,
+        terminated: term,
+        truncated: trunc,
+    } = block;
     // one array per field (a lane per env), so that each operation is one SIMD instruction
     let mut x: [f64; LANES] = std::array::from_fn(|i| envs[i].x);
     let mut x_dot: [f64; LANES] = std::array::from_fn(|i| envs[i].x_dot);
@@ -215,10 +233,15 @@ fn step_lanes(envs: &mut [CartPole], actions: &[i32], out: &mut Outputs, at: usi
         (x[i], x_dot[i], theta[i], theta_dot[i]) =
             dynamics(x[i], x_dot[i], theta[i], theta_dot[i], actions[i]);
     }
+    let ended: [bool; LANES] = std::array::from_fn(|i| terminated(x[i], theta[i]));
     for (i, env) in envs.iter_mut().enumerate() {
         (env.x, env.x_dot, env.theta, env.theta_dot) = (x[i], x_dot[i], theta[i], theta_dot[i]);
-        let flags = env.end_step();
-        out.record(at + i, env, flags);
+        // end_step's counter and flags, with `terminated` taken from the lanes above
+        env.time = env.time.wrapping_add(1);
+        env.observe(&mut obs[i * OBS_SIZE..(i + 1) * OBS_SIZE]);
+        reward[i] = 1.0;
+        term[i] = ended[i];
+        trunc[i] = env.time >= MAX_EPISODE_STEPS;
     }
 }
 
@@ -245,8 +268,23 @@ unsafe fn step_all_avx2(envs: &mut [CartPole], actions: &[i32], out: &mut Output
 fn step_all_generic(envs: &mut [CartPole], actions: &[i32], out: &mut Outputs) {
     let n = envs.len();
     let whole = n - n % LANES;
-    for at in (0..whole).step_by(LANES) {
-        step_lanes(envs, actions, out, at);
+    let blocks = envs[..whole]
+        .chunks_exact_mut(LANES)
+        .zip(actions[..whole].chunks_exact(LANES))
+        .zip(out.obs[..whole * OBS_SIZE].chunks_exact_mut(LANES * OBS_SIZE))
+        .zip(out.reward[..whole].chunks_exact_mut(LANES))
+        .zip(out.terminated[..whole].chunks_exact_mut(LANES))
+        .zip(out.truncated[..whole].chunks_exact_mut(LANES));
+    for (((((envs, actions), obs), reward), terminated), truncated) in blocks {
+        // every chunk has exactly the block's length (chunks_exact), so these cannot fail
+        step_lanes(Block {
+            envs: envs.try_into().unwrap(),
+            actions: actions.try_into().unwrap(),
+            obs: obs.try_into().unwrap(),
+            reward: reward.try_into().unwrap(),
+            terminated: terminated.try_into().unwrap(),
+            truncated: truncated.try_into().unwrap(),
+        });
     }
     for i in whole..n {
         let flags = envs[i].step(actions[i]);
@@ -292,7 +330,7 @@ mod tests {
     #[test]
     fn lanes_step_exactly_like_single_envs() {
         let mut state = 11u64;
-        let n = 4 * 1000 + 3; // a remainder too
+        let n = LANES * 500 + 3; // a remainder too
         let wild = [
             0.0,
             -0.0,
