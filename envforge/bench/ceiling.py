@@ -247,8 +247,10 @@ class StepCost:
     transcendentals: int
     mlp_ops: float
     fused_instructions: int = 0
-    """HLO instructions XLA runs per env step in the compiled bench loop (inside its fused
-    loops). Far above ``ops_per_step`` means XLA recomputes shared work once per output."""
+    """HLO operations XLA runs per env step in the compiled bench loop (inside its fused
+    loops; parameters, constants, broadcasts and bitcasts not counted, see ``NOT_WORK``). Far
+    above ``ops_per_step`` means XLA recomputes shared work in each fusion that reads it. Until
+    2026-12-01 those were counted too (pong: 2846 then, 1619 operations of them)."""
     fma_pairs: float = 0.0
     """Of ``ops_per_step``, multiply-add pairs that can fuse (two operations, one slot)."""
     mlp_fma_pairs: float = 0.0
