@@ -4,8 +4,8 @@
   observation written, the loop's RNG and reward accumulator) against copy bandwidth measured
   at that batch's footprint (``batch * bytes_per_step``): a batch whose arrays fit in cache
   is limited by the cache's bandwidth, not DRAM's (CartPole at 65536 envs is 7 MB; on a
-  2-core EPYC with 32 MiB of L3, copies of 8-16 MiB footprints ran at 84-150 GB/s and one of
-  256 MiB at 29-30 GB/s), and a ceiling computed from DRAM would be one a port could pass;
+  2-core EPYC with 32 MiB of L3, copies of 8-16 MiB footprints ran at 84-179 GB/s in runs
+  of one day and one of 256 MiB at 22-31 GB/s), and a ceiling computed from DRAM would be one a port could pass;
 * compute: operations in one env step (counted from the port's jaxpr: one per output element of
   each arithmetic/compare/select primitive, ``TRANSCENDENTAL_COST`` for sin/exp/tanh/...)
   against measured float32 matmul FLOP/s. That peak counts a fused multiply-add as two
