@@ -28,11 +28,7 @@ from scipy import stats
 
 from envforge.backends.base import Driver, State, Transition, take_state
 from envforge.verify.boundaries import boundary_states
-from envforge.verify.compare import (
-    compare_states,
-    compare_transitions,
-    follows_termination_within_tolerance,
-)
+from envforge.verify.compare import compare_states, compare_transitions, follows_termination
 from envforge.verify.findings import to_jsonable
 from envforge.verify.policies import random_actions
 from envforge.verify.strategies import sample_states
@@ -216,7 +212,7 @@ class Differential:
         evaluated on this transition's own next state or on one within tolerance of it."""
         if self.spec.compare.mode != "tolerance":
             return np.zeros(len(actions), dtype=bool)
-        return follows_termination_within_tolerance(self.spec, before, actions, tr)
+        return follows_termination(self.spec, before, actions, tr, within_tolerance=True)
 
     def sampled(self, n: int, result: DifferentialResult) -> None:
         for start in range(0, n, BATCH):

@@ -145,33 +145,29 @@ def follows_termination(
     actions: np.ndarray | None,
     tr: Transition,
     truncated: np.ndarray | None = None,
+    within_tolerance: bool = False,
 ) -> np.ndarray:
     """Per env: ``tr.terminated`` is what the spec's termination predicate says of ``tr``'s own
-    next state (``truncated``: the flag the predicate reads, if not ``tr``'s own)."""
+    next state (``truncated``: the flag the predicate reads, if not ``tr``'s own).
+
+    ``within_tolerance``: or of that state with one float field moved by its tolerance either
+    way. In tolerance mode states within tolerance are the same state, so within tolerance of
+    a threshold either flag is right: a float32 port compares with the float32 threshold
+    (``x > 2.4f``), which is not the float64 one the spec's predicate reads."""
     if spec.termination is None:
         return np.zeros(len(tr.terminated), dtype=bool)
-    inputs = tr.expression_inputs(before, actions)
-    if truncated is not None:
-        inputs["truncated"] = truncated
-    value = spec.expression(spec.termination)(**inputs)
-    return np.broadcast_to(np.asarray(value, dtype=bool), tr.terminated.shape) == tr.terminated
+    predicate = spec.expression(spec.termination)
 
+    def follows(state: State) -> np.ndarray:
+        moved = Transition(state, tr.obs, tr.reward, tr.terminated, tr.truncated)
+        inputs = moved.expression_inputs(before, actions)
+        if truncated is not None:
+            inputs["truncated"] = truncated
+        value = predicate(**inputs)
+        return np.broadcast_to(np.asarray(value, dtype=bool), tr.terminated.shape) == tr.terminated
 
-def follows_termination_within_tolerance(
-    spec: EnvSpec,
-    before: State,
-    actions: np.ndarray | None,
-    tr: Transition,
-    truncated: np.ndarray | None = None,
-) -> np.ndarray:
-    """Per env: ``tr.terminated`` is what the termination predicate says of ``tr``'s next
-    state, or of that state with one float field moved by its tolerance either way.
-
-    In tolerance mode states within tolerance are the same state, so within tolerance of a
-    threshold either flag is right: a float32 port compares with the float32 threshold
-    (``x > 2.4f``), which is not the float64 one the spec's predicate reads."""
-    out = follows_termination(spec, before, actions, tr, truncated)
-    if spec.termination is None:
+    out = follows(tr.state)
+    if not within_tolerance:
         return out
     for f in spec.state:
         atol, rtol = spec.tolerance(f.name)
@@ -180,9 +176,7 @@ def follows_termination_within_tolerance(
             continue
         delta = atol + rtol * np.abs(value)
         for sign in (-1.0, 1.0):
-            moved = {**tr.state, f.name: value + sign * delta}
-            shifted = Transition(moved, tr.obs, tr.reward, tr.terminated, tr.truncated)
-            out = out | follows_termination(spec, before, actions, shifted, truncated)
+            out = out | follows({**tr.state, f.name: value + sign * delta})
     return out
 
 
@@ -207,9 +201,9 @@ def _excuse_threshold_flags(
     for f in spec.field_names:
         state_ok &= diff.ok[f]
     before = state_before if state_before is not None else ref.state
-    consistent = follows_termination(
-        spec, before, actions, ref
-    ) & follows_termination_within_tolerance(spec, before, actions, port, truncated=ref.truncated)
+    consistent = follows_termination(spec, before, actions, ref) & follows_termination(
+        spec, before, actions, port, truncated=ref.truncated, within_tolerance=True
+    )
     excused = flipped & state_ok & consistent
     if excused.any():
         diff.excused |= excused
