@@ -5,7 +5,8 @@
   at that batch's footprint (``batch * bytes_per_step``): a batch whose arrays fit in cache
   is limited by the cache's bandwidth, not DRAM's (CartPole at 65536 envs is 7 MB; on a
   2-core EPYC with 32 MiB of L3, copies of 8-16 MiB footprints ran at 84-179 GB/s in runs
-  of one day and one of 256 MiB at 22-31 GB/s), and a ceiling computed from DRAM would be one a port could pass;
+  of one day and one of 256 MiB at 22-31 GB/s), and a ceiling computed from DRAM would be
+  one a port could pass;
 * compute: operations in one env step (counted from the port's jaxpr: one per output element of
   each arithmetic/compare/select primitive, ``TRANSCENDENTAL_COST`` for sin/exp/tanh/...)
   against measured float32 matmul FLOP/s. That peak counts a fused multiply-add as two
@@ -26,6 +27,7 @@ import os
 import platform
 import re
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -185,17 +187,24 @@ def measure_machine() -> Machine:
 # ---- per-step cost of one env -------------------------------------------------------------
 
 
+def _called(eqn: Any) -> Iterator[tuple[Any, int]]:
+    """(jaxpr, times it runs) of each jaxpr an equation calls (a scan's body ``length`` times);
+    ``cond`` branches are not here (the callers take the dearest)."""
+    for key in SUB_JAXPRS:
+        sub = eqn.params.get(key)
+        if sub is not None:
+            times = eqn.params.get("length", 1) if eqn.primitive.name == "scan" else 1
+            yield getattr(sub, "jaxpr", sub), times
+
+
 def _jaxpr_ops(jaxpr: Any) -> tuple[float, int]:
     """(ops, transcendental ops) of a jaxpr, weighted by output elements, sub-jaxprs included."""
     ops, trans = 0.0, 0
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
-        for key in SUB_JAXPRS:
-            sub = eqn.params.get(key)
-            if sub is not None:
-                o, t = _jaxpr_ops(getattr(sub, "jaxpr", sub))
-                times = eqn.params.get("length", 1) if name == "scan" else 1
-                ops, trans = ops + o * times, trans + t * times
+        for sub, times in _called(eqn):
+            o, t = _jaxpr_ops(sub)
+            ops, trans = ops + o * times, trans + t * times
         if "branches" in eqn.params:
             costs = [_jaxpr_ops(b.jaxpr) for b in eqn.params["branches"]]
             o, t = max(costs)
@@ -225,11 +234,7 @@ def fma_pairs(jaxpr: Any) -> float:
             uses.setdefault(id(v), []).append("output")
     pairs = 0.0
     for eqn in jaxpr.eqns:
-        for key in SUB_JAXPRS:
-            sub = eqn.params.get(key)
-            if sub is not None:
-                times = eqn.params.get("length", 1) if eqn.primitive.name == "scan" else 1
-                pairs += fma_pairs(getattr(sub, "jaxpr", sub)) * times
+        pairs += sum(fma_pairs(sub) * times for sub, times in _called(eqn))
         if eqn.primitive.name != "mul":
             continue
         out = eqn.outvars[0]
