@@ -114,6 +114,12 @@ class MutationReport:
         return len(self.outcomes) - self.count("equivalent") - self.count("stillborn")
 
     @property
+    def all_stillborn(self) -> int:
+        """Set aside at generation (would not parse or compile) plus those run that the
+        verifier could not build or import."""
+        return self.stillborn + self.count("stillborn")
+
+    @property
     def killed(self) -> list[Outcome]:
         return [o for o in self.outcomes if o.status == "killed"]
 
@@ -156,7 +162,7 @@ class MutationReport:
             "levels": self.levels,
             "options": self.options,
             "generated": self.generated,
-            "stillborn": self.stillborn + self.count("stillborn"),
+            "stillborn": self.all_stillborn,
             "run": len(self.outcomes),
             "status_counts": dict(Counter(o.status for o in self.outcomes)),
             "non_equivalent": self.non_equivalent,
@@ -206,7 +212,7 @@ class MutationReport:
         rate, loc = self.kill_rate(), self.localization()
         console.print(
             f"{len(self.outcomes)} mutants run (of {self.generated} generated, "
-            f"{self.stillborn + self.count('stillborn')} stillborn); "
+            f"{self.all_stillborn} stillborn); "
             f"{self.count('equivalent')} equivalent; "
             f"kill rate {_pct(rate)} of {self.non_equivalent} non-equivalent "
             f"(target {100 * KILL_TARGET:.0f}%); localized: field {_pct(loc['field'])} "

@@ -60,24 +60,22 @@ def blank_test_modules(code: str) -> str:
     built extension, so mutating them cannot change the port (``code`` has no comments)."""
     out = list(code)
     for m in _TEST_MODULE.finditer(code):
-        depth, end = 0, len(code)
-        for i in range(m.end() - 1, len(code)):
-            depth += {"{": 1, "}": -1}.get(code[i], 0)
-            if depth == 0:
-                end = i + 1
-                break
+        close = matching_paren(code, m.end() - 1, "{}")
+        end = len(code) if close is None else close + 1
         for i in range(m.start(), end):
             if out[i] != "\n":
                 out[i] = " "
     return "".join(out)
 
 
-def matching_paren(code: str, open_at: int) -> int | None:
+def matching_paren(code: str, open_at: int, pair: str = "()") -> int | None:
+    """Index of the bracket that closes the one at ``open_at`` (``pair``: opener, closer)."""
+    opener, closer = pair[0], pair[1]
     depth = 0
     for i in range(open_at, len(code)):
-        if code[i] == "(":
+        if code[i] == opener:
             depth += 1
-        elif code[i] == ")":
+        elif code[i] == closer:
             depth -= 1
             if depth == 0:
                 return i
