@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -320,10 +321,25 @@ def test_footprint_curves_merge_to_the_better_of_two() -> None:
     assert merged["bandwidth_by_footprint"] == [[1.0, 7.0], [2.0, 9.0]]
 
 
-def test_measured_bandwidth_is_positive_at_small_and_large_footprints() -> None:
-    from envforge.bench.ceiling import measure_bandwidth
+def test_a_small_copy_is_repeated_until_256_mib_are_timed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A footprint that fits in cache copies in microseconds: each thread repeats its slice
+    inside the timed call, so the pool's start-up does not set the reading."""
+    from envforge.bench import ceiling
 
-    assert measure_bandwidth(0.5, repeats=1) > 0 and measure_bandwidth(16, repeats=1) > 0
+    calls: list[int] = []
+    real = np.copyto
+
+    def counting(dst: np.ndarray, src: np.ndarray) -> None:
+        calls.append(src.nbytes)
+        real(dst, src)
+
+    monkeypatch.setattr(ceiling.np, "copyto", counting)
+    assert ceiling.measure_bandwidth(0.5, repeats=1) > 0
+    # 0.5 MiB copied: 512 repeats per run, the warm-up run and one timed, split over the threads
+    assert sum(calls) == 2 * 512 * 2**19
+    calls.clear()
+    ceiling.measure_bandwidth(300, repeats=1)  # more than 256 MiB: copied once per run
+    assert sum(calls) == 2 * 300 * 2**20 and len(calls) == 2 * (os.cpu_count() or 1)
 
 
 def test_bench_cli_rejects_bad_flags() -> None:
