@@ -155,3 +155,59 @@ def test_tool_specs_are_valid_schemas() -> None:
         "30 s" in by_name["run_command"].description and "500" in by_name["run_command"].description
     )
     json.dumps([s.parameters for s in specs])
+
+
+def test_rust_prompt_says_module_name_build_files_contract_and_error_types(pong: EnvSpec) -> None:
+    context = prompts.translation_prompt(pong, "rust", "port").context
+    assert '[lib]\nname = "pong_rust"' in context
+    assert "#[pymodule] fn pong_rust" in context and "no `mod pong_rust;`" in context
+    assert "`src/pong.rs` (`mod pong;` in lib.rs)" in context
+    assert "no `pyproject.toml` is needed" in context
+    assert (
+        "reset(seeds: uint32[n]) -> None" in context and "Nothing returns observations" in context
+    )
+    assert "EnvBatch(0, strict_float=...)" in context and "Default (all-zero) envs" in context
+    # a wrong dtype is PyO3's TypeError, as the example's typed arguments raise it
+    assert "`PyValueError` for a wrong length or dtype" not in context
+    assert "raise\n  `TypeError` by itself" in context and "PyReadonlyArray1<'_, i32>" in context
+    for crate in ('pyo3 = { version = "0.30"', 'numpy = "0.30"', 'rayon = "1.10"'):
+        assert crate in context
+    assert "When the verifier itself fails" in context and "maturin not found" in context
+
+
+def test_jax_prompt_says_what_from_canonical_receives_and_how_to_read_verifier_errors(
+    pong: EnvSpec,
+) -> None:
+    context = prompts.translation_prompt(pong, "jax", "port/pong.py").context
+    assert "`from_canonical` receives a dict of JAX arrays (traced values, never numpy" in context
+    assert "never with `np.asarray`" in context
+    assert "port failed: port build" in context and "do not rewrite working code" in context
+    error = Report("pong", "pong.c", "port", [LevelResult(0, "error", "port failed")], [0])
+    assert "When the verifier itself fails" in prompts.verify_result(error, [ROOT])
+
+
+def test_prompts_leave_out_what_the_port_never_needs(pong: EnvSpec) -> None:
+    context = prompts.translation_prompt(pong, "jax", "port/pong.py").context
+    for noise in ("[l4]", "total_timesteps", "[[event]]", "[[policy]]", "[[state]]"):
+        assert noise not in context  # the field table says what env.toml says about state
+    cartpole = prompts.translation_prompt(spec_for_name("cartpole"), "jax", "port/c.py").context
+    assert "pygame" not in cartpole and "def render" not in cartpole
+    assert "# render(): drawing only, left out" in cartpole
+    assert "def step(self, action)" in cartpole and "def reset(" in cartpole
+    assert "| x | float64 | scalar | -2.4 .. 2.4 | state[0] |" in cartpole  # where it lives
+
+
+def test_repair_prompt_ranks_and_cuts_the_assigning_lines(tmp_path: Path) -> None:
+    port = str(tmp_path / "port/pong.py")
+    finding = _finding(tmp_path)
+    finding.port_lines = [
+        SourceLocation(port, 3, "ball_vy = ball_vy"),
+        SourceLocation(port, 1, "f32 = np.float32"),
+        SourceLocation(port, 2, "jnp = jax.numpy"),
+    ] + [SourceLocation(port, 10 + i, f"v{i} = state.ball_y * f32({i})") for i in range(20)]
+    text = prompts.repair_task(finding, None, 1, "port/pong.py", None, "0-3", [tmp_path, ROOT])
+    assert "port/pong.py:3: ball_vy = ball_vy" in text  # an alias of the field itself stays
+    assert "f32 = np.float32" not in text and "jnp = jax.numpy" not in text
+    shown = [line for line in text.splitlines() if line.startswith("  port/pong.py:")]
+    assert len(shown) == prompts.LINES_SHOWN
+    assert "(11 more lines that these read are not shown)" in text

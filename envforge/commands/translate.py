@@ -18,6 +18,7 @@ from envforge.agents.select import ModelOptions
 from envforge.cost.prices import price_from_options
 from envforge.errors import BadInput
 from envforge.locate import spec_for_reference
+from envforge.preflight import check_translate
 from envforge.repair.job import TranslateJob, TranslateOutcome, run_translate_job
 from envforge.repair.orchestrate import RepairConfig
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
@@ -111,6 +112,7 @@ def translate_command(
     required = tuple(lv for lv in parse_levels(levels) if lv < 4)
     if not required:
         raise BadInput("--levels: give some of levels 0-3 (use --l4 to add transfer)")
+    check_translate(env_spec, target, transfer=l4 or 4 in parse_levels(levels))
     config = RepairConfig(
         target=target,
         levels=required,

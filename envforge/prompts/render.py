@@ -7,6 +7,7 @@ Templates use StrictUndefined: a missing variable is an error, never an empty st
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ import jinja2
 
 from envforge.agents.messages import ToolSpec
 from envforge.errors import BadInput
+from envforge.preflight import RUST_CRATES
 from envforge.prompts.sources import SourceFile, reference_sources
 from envforge.spec import EnvSpec
 from envforge.verify.findings import LEVEL_NAMES, Finding
@@ -77,9 +79,45 @@ class TranslationPrompt:
         return estimate_tokens(self.system + self.context + self.task)
 
 
-def spec_text(spec: EnvSpec) -> str:
-    path = spec.root / "env.toml"
-    return path.read_text() if path.is_file() else ""
+def spec_view(spec: EnvSpec, target_key: str) -> dict[str, Any]:
+    """What the spec partial needs beyond the spec: which optional table columns carry anything
+    (the field table replaces the whole env.toml, which repeated it next to L4 settings, events
+    and policies the port never sees)."""
+    try:
+        spec_file = str((spec.root / "env.toml").relative_to(spec.root.parent.parent))
+    except ValueError:
+        spec_file = "env.toml"
+    return {
+        "spec": spec,
+        "spec_file": spec_file,
+        "target_key": target_key,
+        "where_kept": any(f.attr or f.c_field for f in spec.state),
+        "field_tolerances": any(
+            f.atol is not None or f.rtol is not None or f.period for f in spec.state
+        ),
+    }
+
+
+def translation_context(
+    spec: EnvSpec,
+    target_name: str,
+    port_path: str,
+    sources: list[SourceFile] | None = None,
+    verify_name: str = "run_verify",
+) -> str:
+    """The stable prefix: reference, spec and the target's contract. ``verify_name`` is how the
+    agent runs the verifier: envforge's tool, or a command in an external agent's workspace."""
+    chosen = target(target_name)
+    return render(
+        chosen.template,
+        **spec_view(spec, target_name),
+        sources=sources if sources is not None else reference_sources(spec),
+        port_file=port_path,
+        port_dir=port_path,
+        module_name=f"{spec.name}_rust",
+        rust_crates=RUST_CRATES,
+        verify_name=verify_name,
+    )
 
 
 def translation_prompt(
@@ -91,22 +129,14 @@ def translation_prompt(
     sources: list[SourceFile] | None = None,
 ) -> TranslationPrompt:
     """The first episode's prompt. ``port_path`` is where the agent writes the port."""
-    chosen = target(target_name)
-    sources = sources if sources is not None else reference_sources(spec)
-    context = render(
-        chosen.template,
-        spec=spec,
-        sources=sources,
-        spec_text=spec_text(spec),
-        port_file=port_path,
-        port_dir=port_path,
-    )
+    context = translation_context(spec, target_name, port_path, sources)
     task = render(
         "task_translate.j2",
-        target_name=chosen.name,
+        target_name=target(target_name).name,
         port_path=port_path,
         reference_copy=reference_copy,
         levels=levels,
+        verify_name="run_verify",
     )
     return TranslationPrompt(render("system.j2", max_level=levels[-1]), context, task)
 
@@ -134,11 +164,38 @@ def scrub_paths(text: str, roots: list[Path]) -> str:
     return text
 
 
+LINES_SHOWN = 10
+"""Source lines a prompt shows per side. Localization lists the lines assigning the diverging
+fields first, then what they read, nearest first; past ten the rest is rarely the cause (a
+finding on many fields listed 62)."""
+
+_ALIAS = re.compile(
+    r"^(?:(?:pub\s+)?(?:const|static|let)\s+)?(\w+)\s*(?::\s*[\w.<>\[\]]+)?\s*=\s*"
+    r"[A-Za-z_][\w.]*(?:::\w+)*\s*;?$"
+)
+"""``f32 = np.float32``, ``const F: T = other::NAME;``: a name for another name, no arithmetic."""
+
+
+def ranked_lines(
+    locations: list[dict[str, Any]], fields: list[str], limit: int = LINES_SHOWN
+) -> tuple[list[dict[str, Any]], int]:
+    """Localization's lines minus trivial aliases of other names, cut to ``limit`` in its order;
+    returns them and how many were cut. An alias of a diverging field itself is kept."""
+    kept = []
+    for loc in locations:
+        alias = _ALIAS.match(loc["text"].strip())
+        if alias is None or alias.group(1) in fields:
+            kept.append(loc)
+    return kept[:limit], max(0, len(kept) - limit)
+
+
 def finding_view(finding: Finding, roots: list[Path]) -> dict[str, Any]:
-    """The finding as template data, with source paths relative to the given roots."""
+    """The finding as template data, with source paths relative to the given roots and its
+    source lines ranked and cut (``<side>_lines_cut`` says how many are not shown)."""
     view = finding.to_dict()
     for key in ("reference_lines", "port_lines"):
-        view[key] = [dict(loc, file=_relative(loc["file"], roots)) for loc in view[key]]
+        lines = [dict(loc, file=_relative(loc["file"], roots)) for loc in view[key]]
+        view[key], view[f"{key}_cut"] = ranked_lines(lines, finding.fields)
     view["message"] = scrub_paths(view["message"], roots)
     view["detail"] = scrub_paths(view["detail"], roots)
     return view
@@ -159,9 +216,11 @@ def repair_task(
     levels: str,
     roots: list[Path],
     language: str = "python",
+    verify_name: str = "run_verify",
 ) -> str:
     return render(
         "repair.j2",
+        verify_name=verify_name,
         finding=finding_view(finding, roots),
         level_name=LEVEL_NAMES.get(finding.level, f"L{finding.level}"),
         other_levels=[{"level": lv.level, "status": lv.status} for lv in report.levels]
