@@ -1,4 +1,4 @@
-"""envforge command line: translate, verify, batch, bench, mutate, cost, train, list."""
+"""envforge command line: translate, prompt, mcp, verify, batch, bench, mutate, cost, train, list."""
 
 from __future__ import annotations
 
@@ -17,7 +17,18 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-COMMAND_MODULES = ("verify", "list_envs", "translate", "cost", "bench", "mutate", "batch", "train")
+COMMAND_MODULES = (
+    "verify",
+    "list_envs",
+    "translate",
+    "prompt",
+    "mcp",
+    "cost",
+    "bench",
+    "mutate",
+    "batch",
+    "train",
+)
 for _name in COMMAND_MODULES:
     importlib.import_module(f"envforge.commands.{_name}").register(app)
 

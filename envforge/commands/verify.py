@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
+from pathlib import Path
 
 import typer
 from rich.console import Console
 
+from envforge.external.next_prompt import PACKAGE_ROOT, next_repair_prompt
 from envforge.locate import default_port, spec_for_name, spec_for_reference
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
 from envforge.verify.context import VerifyOptions
@@ -50,6 +53,17 @@ def verify_command(
         "Default: the spec's (every seed) times --scale, cut to its time budget.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    repair_prompt: bool = typer.Option(
+        False,
+        "--repair-prompt",
+        help="Then print the next repair prompt for a coding agent (the report goes to stderr).",
+    ),
+    verify_as: str = typer.Option(
+        None,
+        "--verify-as",
+        hidden=True,
+        help="How the repair prompt tells the agent to rerun the verifier; {levels} marks them.",
+    ),
 ) -> None:
     """Verify a port against its reference, level by level. Exit 0 equivalent, 1 not, 2 bad input."""
     if env is not None:
@@ -73,7 +87,7 @@ def verify_command(
         sandbox=sandbox_choice.kind,
         seed_sweep=parse_seed_sweep(seed_sweep) if seed_sweep is not None else None,
     )
-    console = Console(stderr=as_json)
+    console = Console(stderr=as_json or repair_prompt)
     console.print(f"[dim]{sandbox_choice.line()}[/dim]")
     with console.status(f"verifying {env_spec.name}") as status:
         report = verify(
@@ -84,10 +98,36 @@ def verify_command(
             progress=lambda msg: status.update(f"verifying {env_spec.name}: {msg}"),
         )
     if as_json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(json.dumps(report.to_dict(), indent=2), file=sys.stderr if repair_prompt else None)
     else:
         report.render(console)
+    if repair_prompt:
+        rerun = verify_as or rerun_command(env, ref, spec, port, target)
+        print(
+            next_repair_prompt(
+                report,
+                env_spec,
+                Path(port_path),
+                levels,
+                rerun,
+                [Path.cwd(), env_spec.root.parent.parent, PACKAGE_ROOT],
+            ),
+            end="",
+        )
     sys.exit(report.exit_code)
+
+
+def rerun_command(
+    env: str | None, ref: str | None, spec: str | None, port: str | None, target: str
+) -> str:
+    """This verify command again, with ``{levels}`` where its levels go."""
+    parts = ["envforge", "verify", *([env] if env else [])]
+    for flag, value in (("--ref", ref), ("--spec", spec), ("--port", port)):
+        if value:
+            parts += [flag, value]
+    if not port and target != "jax":
+        parts += ["--target", target]
+    return " ".join(shlex.quote(p) for p in parts) + " --levels {levels}"
 
 
 def register(app: typer.Typer) -> None:

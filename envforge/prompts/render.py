@@ -79,14 +79,15 @@ class TranslationPrompt:
         return estimate_tokens(self.system + self.context + self.task)
 
 
-def spec_view(spec: EnvSpec, target_key: str) -> dict[str, Any]:
+def spec_view(spec: EnvSpec, target_key: str, spec_file: str | None = None) -> dict[str, Any]:
     """What the spec partial needs beyond the spec: which optional table columns carry anything
     (the field table replaces the whole env.toml, which repeated it next to L4 settings, events
     and policies the port never sees)."""
-    try:
-        spec_file = str((spec.root / "env.toml").relative_to(spec.root.parent.parent))
-    except ValueError:
-        spec_file = "env.toml"
+    if spec_file is None:
+        try:
+            spec_file = str((spec.root / "env.toml").relative_to(spec.root.parent.parent))
+        except ValueError:
+            spec_file = "env.toml"
     return {
         "spec": spec,
         "spec_file": spec_file,
@@ -104,13 +105,14 @@ def translation_context(
     port_path: str,
     sources: list[SourceFile] | None = None,
     verify_name: str = "run_verify",
+    spec_file: str | None = None,
 ) -> str:
     """The stable prefix: reference, spec and the target's contract. ``verify_name`` is how the
     agent runs the verifier: envforge's tool, or a command in an external agent's workspace."""
     chosen = target(target_name)
     return render(
         chosen.template,
-        **spec_view(spec, target_name),
+        **spec_view(spec, target_name, spec_file),
         sources=sources if sources is not None else reference_sources(spec),
         port_file=port_path,
         port_dir=port_path,
@@ -210,7 +212,7 @@ def numbered(source: str) -> str:
 def repair_task(
     finding: Finding,
     report: Report | None,
-    iteration: int,
+    iteration: int | None,
     port_path: str,
     port_source: str | None,
     levels: str,
@@ -221,6 +223,7 @@ def repair_task(
     return render(
         "repair.j2",
         verify_name=verify_name,
+        verdict=report.verdict if report is not None else "not equivalent",
         finding=finding_view(finding, roots),
         level_name=LEVEL_NAMES.get(finding.level, f"L{finding.level}"),
         other_levels=[{"level": lv.level, "status": lv.status} for lv in report.levels]

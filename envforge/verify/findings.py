@@ -45,6 +45,15 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         return to_jsonable(asdict(self))
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        """The inverse of ``to_dict`` (a report read back from JSON)."""
+        lines = {
+            key: [SourceLocation(**loc) for loc in data.get(key, [])]
+            for key in ("reference_lines", "port_lines")
+        }
+        return cls(**{**data, **lines})
+
     @property
     def localized(self) -> bool:
         return bool(self.fields) and bool(self.port_lines)

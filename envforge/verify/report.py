@@ -26,6 +26,17 @@ class LevelResult:
     def name(self) -> str:
         return LEVEL_NAMES.get(self.level, f"L{self.level}")
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LevelResult:
+        return cls(
+            level=data["level"],
+            status=data["status"],
+            summary=data.get("summary", ""),
+            findings=[Finding.from_dict(f) for f in data.get("findings", [])],
+            stats=data.get("stats", {}),
+            wall_s=data.get("wall_s", 0.0),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "level": self.level,
@@ -86,6 +97,17 @@ class Report:
             "requested_levels": self.requested,
             "levels": [lv.to_dict() for lv in self.levels],
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        """A report read back from its JSON (``envforge verify --json``, the MCP server's)."""
+        return cls(
+            env=data["env"],
+            reference=data["reference"],
+            port=data["port"],
+            levels=[LevelResult.from_dict(lv) for lv in data.get("levels", [])],
+            requested=list(data.get("requested_levels", [])),
+        )
 
     def render(self, console: Console | None = None, max_findings: int = 3) -> None:
         console = console or Console()

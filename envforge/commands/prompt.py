@@ -1,0 +1,62 @@
+"""`envforge prompt`: a workspace for a coding agent envforge does not run (Claude Code, Gemini
+CLI, Codex CLI): the reference, the spec, the task as AGENTS.md / CLAUDE.md / GEMINI.md and
+a ./verify entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from envforge.errors import BadInput
+from envforge.external.workspace import TASK_FILES, VERIFY_SCRIPT, write_workspace
+from envforge.locate import spec_for_name, spec_for_reference
+from envforge.preflight import check_translate
+from envforge.verify.runner import parse_levels
+
+
+def prompt_command(
+    env: str = typer.Argument(None, help="Env name (references/<env>), or omit and use --ref."),
+    ref: str = typer.Option(
+        None, "--ref", help="Reference: path/to/env.c, gymnasium:<id>, file.py:Class."
+    ),
+    spec: str = typer.Option(
+        None, "--spec", help="env.toml to use (default: beside the reference)."
+    ),
+    target: str = typer.Option("jax", "--target", help="Port language: jax or rust."),
+    out: Path = typer.Option(
+        None, "--out", help="Workspace folder (default ./envforge-<env>-<target>)."
+    ),
+    levels: str = typer.Option("0-3", "--levels", help="Levels the port must pass."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+) -> None:
+    """Write a workspace with the porting task for your own coding agent, and a ./verify."""
+    if env is not None:
+        env_spec = spec_for_reference(ref, spec) if ref else spec_for_name(env)
+    elif ref is not None:
+        env_spec = spec_for_reference(ref, spec)
+    else:
+        raise BadInput("name an env (envforge prompt pong) or pass --ref")
+    wanted = parse_levels(levels)
+    if not wanted or max(wanted) > 3:
+        raise BadInput("--levels: give some of levels 0-3")
+    check_translate(env_spec, target)  # ./verify will need the same tools
+    folder = out or Path(f"envforge-{env_spec.name}-{target}")
+    config = write_workspace(env_spec, target, folder, levels)
+    if as_json:
+        written = [*TASK_FILES, VERIFY_SCRIPT, "reference/", "port/"]
+        print(json.dumps({"workspace": str(config.root), "files": written, "port": config.port}))
+        return
+    console = Console()
+    console.print(f"workspace: {config.root}")
+    console.print(f"  task: {', '.join(TASK_FILES)}; reference/; port/; ./{VERIFY_SCRIPT}")
+    console.print(
+        f"next: cd {folder} and start your agent (claude, gemini or codex) there; "
+        "it reads the task and runs ./verify (docs/AGENTS.md)"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("prompt")(prompt_command)

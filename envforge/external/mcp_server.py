@@ -1,0 +1,168 @@
+"""envforge's verifier as a Model Context Protocol server (stdio), for agent CLIs.
+
+Tools: ``verify`` (levels, scale) runs the verifier on the workspace's port and keeps the
+report; ``repair_prompt`` turns the latest report's most localized finding into the next
+repair prompt; ``latest_report`` is that report as JSON; ``spec`` and ``reference`` show the
+env spec and the reference source; ``bench`` measures steps/s of the port beside the
+reference. The latest report is also written to ``.envforge/last-report.json`` in the
+workspace, so a restarted server (agent CLIs start one per session) still has it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envforge.errors import EnvforgeError
+from envforge.external.next_prompt import PACKAGE_ROOT, levels_text, next_repair_prompt
+from envforge.external.workspace import WorkspaceConfig
+from envforge.prompts import render as prompts
+from envforge.prompts.sources import reference_sources
+from envforge.verify.context import VerifyOptions
+from envforge.verify.report import Report
+from envforge.verify.runner import parse_levels, verify
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+REPORT_FILE = Path(".envforge") / "last-report.json"
+INSTRUCTIONS = (
+    "envforge verifies a port of a reinforcement-learning environment against its reference. "
+    "Call verify (levels '0' first, then '0-3'); while the port is not equivalent, "
+    "repair_prompt says what differs and which reference and port lines assign it."
+)
+
+
+class VerifierSession:
+    """The workspace being verified and its latest report (verify calls run one at a time)."""
+
+    def __init__(self, config: WorkspaceConfig, sandbox: str | None) -> None:
+        self.config = config
+        self.spec = config.load_spec()
+        self.sandbox = sandbox
+        self.roots = [config.root, self.spec.root.parent.parent, PACKAGE_ROOT]
+        self._lock = threading.Lock()
+
+    @property
+    def report_path(self) -> Path:
+        return self.config.root / REPORT_FILE
+
+    def verify(self, levels: str, scale: float) -> str:
+        try:
+            wanted = parse_levels(levels)
+            if not scale > 0:
+                return "error: scale must be positive (1.0 = the spec's counts, 0.2 = quick)"
+            options = VerifyOptions(scale=scale, sandbox=self.sandbox)
+            with self._lock:
+                report = verify(self.spec, self.config.port_path(), wanted, options)
+        except EnvforgeError as e:  # bad levels, no port yet: the agent can act on the line
+            return f"error: {prompts.scrub_paths(str(e), self.roots)}"
+        self.report_path.parent.mkdir(exist_ok=True)
+        self.report_path.write_text(json.dumps(report.to_dict(), indent=2))
+        return prompts.verify_result(report, self.roots)
+
+    def latest(self) -> Report | None:
+        if not self.report_path.is_file():
+            return None
+        return Report.from_dict(json.loads(self.report_path.read_text()))
+
+    def repair_prompt(self) -> str:
+        report = self.latest()
+        if report is None:
+            return "No report yet: call verify first."
+        levels = levels_text(report.requested) if report.requested else self.config.levels
+        return next_repair_prompt(
+            report,
+            self.spec,
+            self.config.port_path(),
+            levels,
+            'verify(levels="{levels}")',
+            self.roots,
+        )
+
+    def latest_report(self) -> str:
+        report = self.latest()
+        if report is None:
+            return "No report yet: call verify first."
+        return prompts.scrub_paths(json.dumps(report.to_dict(), indent=2), self.roots)
+
+    def spec_text(self) -> str:
+        return self.config.spec_path().read_text()
+
+    def reference_text(self) -> str:
+        return "\n\n".join(
+            f"### {source.name}\n\n{source.text.rstrip()}"
+            for source in reference_sources(self.spec)
+        )
+
+    def bench(self, batch_size: int) -> str:
+        from rich.console import Console
+
+        from envforge.backends.recipe import port_kind
+        from envforge.bench.measure import BenchSettings
+        from envforge.bench.suite import run_bench
+
+        if batch_size < 1:
+            return "error: batch_size must be positive"
+        settings = BenchSettings(
+            batch_sizes=(batch_size,), repeats=3, policies=("random",), reset_modes=("fresh",)
+        )
+        try:
+            port = self.config.port_path()
+            with self._lock:
+                report = run_bench(self.spec, settings, [(port_kind(port), port)])
+        except EnvforgeError as e:
+            return f"error: {prompts.scrub_paths(str(e), self.roots)}"
+        text = io.StringIO()
+        report.render(Console(file=text, width=120, no_color=True))
+        return prompts.scrub_paths(text.getvalue(), self.roots)
+
+
+def build_server(session: VerifierSession) -> MCPServer:
+    """The MCP server over ``session`` (``mcp`` is imported here: only this command needs it)."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer(
+        name="envforge", instructions=INSTRUCTIONS, log_level="WARNING", version="0.1.0"
+    )
+    config = session.config
+
+    @server.tool(
+        description=f"Run envforge's verifier on the port ({config.port}) against the reference "
+        f"({config.env}). levels: '0' (does it load and honour the API) to "
+        f"'{config.levels}' (all); scale: example/episode counts (1.0 full, 0.2 quick). Returns "
+        "the verdict, each level's status and the first finding."
+    )
+    def verify(levels: str = config.levels, scale: float = 1.0) -> str:
+        return session.verify(levels, scale)
+
+    @server.tool(
+        description="The next repair prompt from the latest verify report: its most localized "
+        "finding with the reference and port lines that assign the differing fields."
+    )
+    def repair_prompt() -> str:
+        return session.repair_prompt()
+
+    @server.tool(description="The latest verify report as JSON (every level and finding).")
+    def latest_report() -> str:
+        return session.latest_report()
+
+    @server.tool(description="The env spec (env.toml): canonical state fields, spaces, RNG mode.")
+    def spec() -> str:
+        return session.spec_text()
+
+    @server.tool(description="The reference implementation's source, file by file.")
+    def reference() -> str:
+        return session.reference_text()
+
+    @server.tool(
+        description="Environment steps per second of the port and of the reference at one "
+        "batch size, measured side by side (takes a minute or more)."
+    )
+    def bench(batch_size: int = 4096) -> str:
+        return session.bench(batch_size)
+
+    return server
