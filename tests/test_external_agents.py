@@ -21,6 +21,7 @@ import anyio
 import pytest
 from conftest import PONG_PORT, ROOT, apply_patch
 
+from envforge.commands.verify import rerun_command
 from envforge.external.next_prompt import next_repair_prompt
 from envforge.external.workspace import CONFIG_FILE, TASK_FILES, load_config, write_workspace
 from envforge.locate import spec_for_name
@@ -117,6 +118,10 @@ def test_repair_prompt_from_a_report_read_back_from_json(tmp_path: Path) -> None
     assert "ball_vy: expected 2.0, got -2.0" in text and "pong.py:2: ball_vy = -ball_vy" in text
     assert "2  ball_vy = -ball_vy" in text  # the listing of the file the finding points into
     assert "`envforge verify pong --port port --levels 0-1`" in text
+    assert rerun_command("pong", None, None, "port", "jax") == rerun  # verify's default
+    assert rerun_command(None, "gymnasium:CartPole-v1", None, None, "rust") == (
+        "envforge verify --ref gymnasium:CartPole-v1 --target rust --levels {levels}"
+    )
     passed = Report("pong", "pong.c", str(port), [LevelResult(0, "pass")], [0])
     assert "nothing to repair" in next_repair_prompt(
         passed, spec_for_name("pong"), port, "0", rerun, []
@@ -163,6 +168,7 @@ def test_mcp_server_over_stdio_verifies_a_broken_port_and_localizes_it(tmp_path:
                 ("repair_prompt", {}),
                 ("latest_report", {}),
                 ("spec", {}),
+                ("bench", {"batch_size": 0}),
             ):
                 result = await client.call_tool(name, args)
                 assert not result.is_error, result
@@ -181,4 +187,5 @@ def test_mcp_server_over_stdio_verifies_a_broken_port_and_localizes_it(tmp_path:
     assert f"{line}  " in repair and '`verify(levels="0-1")`' in repair
     assert json.loads(texts["latest_report"])["verdict"] == "not equivalent"
     assert 'name = "pong"' in texts["spec"]
+    assert texts["bench"] == "error: batch_size must be positive"
     assert (tmp_path / ".envforge" / "last-report.json").is_file()
