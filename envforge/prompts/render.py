@@ -99,6 +99,12 @@ def spec_view(spec: EnvSpec, target_key: str, spec_file: str | None = None) -> d
     }
 
 
+def rust_identifier(name: str) -> str:
+    """An env name as a Rust module name (``mountain-car`` -> ``mountain_car``)."""
+    ident = re.sub(r"\W", "_", name)
+    return ident if ident[:1].isalpha() else f"env_{ident}"
+
+
 def translation_context(
     spec: EnvSpec,
     target_name: str,
@@ -116,7 +122,8 @@ def translation_context(
         sources=sources if sources is not None else reference_sources(spec),
         port_file=port_path,
         port_dir=port_path,
-        module_name=f"{spec.name}_rust",
+        env_module=rust_identifier(spec.name),
+        module_name=f"{rust_identifier(spec.name)}_rust",
         rust_crates=RUST_CRATES,
         verify_name=verify_name,
     )
