@@ -1,0 +1,1 @@
+"""Verified ports as environments for training code: gymnax's API and gymnasium's vector envs."""

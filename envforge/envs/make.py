@@ -1,0 +1,97 @@
+"""``envforge.make``: a verified port as an environment other training code can use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from envforge.backends.recipe import port_kind
+from envforge.errors import BadInput
+from envforge.locate import default_port, spec_for_name
+from envforge.spec import EnvSpec, load_spec
+
+TARGETS = ("jax", "rust")
+APIS = ("gymnax", "vector", "gymnasium")
+
+
+def resolve(env: str | Path, target: str | None, spec: str | Path | None) -> tuple[EnvSpec, Path]:
+    """The spec and the port directory for an env name (``references/<env>``) or a port path
+    (``generated/<env>/<target>``; its spec is ``references/<env>/env.toml`` unless given)."""
+    path = Path(env)
+    if path.exists() and (len(path.parts) > 1 or path.suffix == ".py"):
+        env_spec = load_spec(spec) if spec else spec_for_name(path.resolve().parent.name)
+        return env_spec, path
+    if target not in TARGETS:
+        raise BadInput(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
+    env_spec = load_spec(spec) if spec else spec_for_name(str(env))
+    return env_spec, default_port(env_spec, target)
+
+
+def make(
+    env: str | Path,
+    target: str = "jax",
+    num_envs: int | None = None,
+    *,
+    api: str | None = None,
+    autoreset_mode: Any = "NextStep",
+    strict_float: bool | None = None,
+    spec: str | Path | None = None,
+) -> Any:
+    """A port of ``env`` as an environment.
+
+    ``env`` is an env name (``"pong"``, ``"cartpole"``: its ``target`` port) or a port path
+    (``generated/pong/rust``; the target is read from it). What comes back (``api``):
+
+    - ``"vector"`` (the default when ``num_envs`` is given): a ``gymnasium.vector.VectorEnv`` of
+      ``num_envs`` envs, auto-resetting in ``autoreset_mode`` (gymnasium's default NEXT_STEP, or
+      SAME_STEP); JAX and Rust ports.
+    - ``"gymnax"`` (the default for a JAX port without ``num_envs``): gymnax's functional API.
+    - ``"gymnasium"`` (the default for a Rust port without ``num_envs``): one ``gymnasium.Env``.
+
+    ``strict_float`` (Rust): flush subnormals as the strict verification did; default from the
+    spec. A JAX port computes with the process's XLA flags (``XLA_FLAGS=--xla_cpu_max_isa=SSE4_2``
+    before jax is imported reproduces the strict verification's arithmetic).
+    """
+    env_spec, port = resolve(env, target, spec)
+    kind = port_kind(port)
+    api = api or ("vector" if num_envs is not None else "gymnax" if kind == "jax" else "gymnasium")
+    if api not in APIS:
+        raise BadInput(f"api must be one of {', '.join(APIS)}, got {api!r}")
+    if api == "gymnax":
+        if kind != "jax":
+            raise BadInput(f"the gymnax API needs a JAX port; {port} is a {kind} port")
+        if num_envs is not None:
+            raise BadInput("the gymnax API is one env: vmap it instead of passing num_envs")
+        return make_gymnax(env_spec, port)
+    n = 1 if api == "gymnasium" else num_envs
+    if n is None or n < 1:
+        raise BadInput(f"num_envs must be a positive integer, got {num_envs!r}")
+    if api == "gymnasium" and num_envs not in (None, 1):
+        raise BadInput("the gymnasium API is one env: use api='vector' for num_envs > 1")
+    batch = make_batch(env_spec, port, kind, n, strict_float)
+    from envforge.envs.gym_envs import PortEnv, PortVectorEnv
+
+    if api == "gymnasium":
+        return PortEnv(env_spec, batch)
+    return PortVectorEnv(env_spec, batch, autoreset_mode)
+
+
+def make_gymnax(env_spec: EnvSpec, port: Path) -> Any:
+    from envforge.envs.gymnax_env import GymnaxEnv
+    from envforge.train.port_env import load_port
+
+    return GymnaxEnv(load_port(port, env_spec.name), env_spec)
+
+
+def make_batch(
+    env_spec: EnvSpec, port: Path, kind: str, num_envs: int, strict_float: bool | None
+) -> Any:
+    strict = env_spec.compare.strict_float if strict_float is None else strict_float
+    if kind == "rust":
+        from envforge.envs.batches import RustBatch
+
+        return RustBatch(env_spec, port, num_envs, strict)
+    from envforge.envs.batches import JaxBatch
+    from envforge.train.port_env import load_port
+
+    return JaxBatch(load_port(port, env_spec.name), num_envs)
