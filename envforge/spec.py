@@ -30,6 +30,9 @@ class BoxSpace(_Model):
     dtype: Literal["float32", "float64"] = "float32"
     low: float | list[float]
     high: float | list[float]
+    attr: str | None = None
+    """Stateful references without an observation method: the attribute that is the
+    observation (FrozenLake's ``s``)."""
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         low = np.broadcast_to(np.asarray(self.low, dtype=np.float64), self.shape)
@@ -78,6 +81,9 @@ class StateField(_Model):
     rtol: float | None = None
     period: float | None = None
     """Angles: values that differ by whole periods are the same (tolerance mode only)."""
+    pad: float | None = None
+    """A variable-length list on the reference (a hand of cards) as a fixed array: its elements
+    first, then this sentinel up to the field's shape (the list's length is where it starts)."""
 
     @property
     def np_dtype(self) -> np.dtype:
@@ -86,6 +92,16 @@ class StateField(_Model):
 
 class Rng(_Model):
     mode: Literal["replicate", "sync"]
+    step: Literal["none", "tape", "distribution"] = "none"
+    """Randomness inside ``step``: none; ``tape`` (the reference's draws are recorded and
+    replayed to the port, compared exactly); ``distribution`` (two-sample tests from fixed
+    states). See docs/SPEC.md."""
+    tape_size: int = Field(default=16, ge=1, le=4096)
+    """Most draws one step may make (the length of the tape handed to a port)."""
+    samples: int = Field(default=2000, ge=50)
+    """Distribution checks: samples per side from each tested state and action."""
+    states: int = Field(default=12, ge=1)
+    """Distribution checks: how many (state, action) pairs are tested."""
 
 
 class Compare(_Model):
@@ -144,6 +160,9 @@ class EnvSpec(_Model):
     c: CSettings | None = None
     verify: VerifySettings = VerifySettings()
     l4: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the reference's constructor (``gymnasium.make(id, **options)``),
+    e.g. ``{map_name = "8x8", is_slippery = true}``."""
     port: dict[str, str] = Field(default_factory=dict)
     """Default port per target, relative to the repository root, e.g. {jax = "generated/pong/jax"}."""
     root: Path = Path(".")

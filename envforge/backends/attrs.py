@@ -6,6 +6,10 @@ A spec maps each canonical field onto the reference with its ``attr``:
 - ``name[i]``         element ``i`` of the array attribute ``env.name``;
 - ``@elapsed_steps``  the step counter of gymnasium's ``TimeLimit`` wrapper.
 
+A field with ``pad`` is a variable-length Python list on the reference (a hand of cards): the
+canonical array holds its elements, then the sentinel ``pad`` up to the field's shape; written
+back, the list ends at the first sentinel.
+
 Writing an indexed attribute rebuilds the whole array with the canonical dtype of the fields
 that live in it, so the reference steps from exactly that dtype (MountainCarContinuous, for
 one, computes in float32 when its state is float32 and in float64 when it is float64).
@@ -71,6 +75,9 @@ class AttrMap:
     def write(self, obj: Any, state: State, row: int, time_limit: Any = None) -> None:
         """Set ``obj``'s attributes (and the TimeLimit counter) from row ``row`` of ``state``."""
         for name, slots in self.attributes.items():
+            if slots[0].index is None and slots[0].field.pad is not None:
+                setattr(obj, name, _unpad(slots[0].field, state[slots[0].field.name][row]))
+                continue
             if slots[0].index is None:
                 value = np.asarray(state[slots[0].field.name][row], dtype=slots[0].field.np_dtype)
                 # scalars go in as numpy scalars so the env's arithmetic keeps the canonical dtype
@@ -93,6 +100,9 @@ class AttrMap:
         """The canonical fields of one env, each cast to its spec dtype (unbatched)."""
         out: dict[str, np.ndarray] = {}
         for name, slots in self.attributes.items():
+            if slots[0].index is None and slots[0].field.pad is not None:
+                out[slots[0].field.name] = _padded(slots[0].field, getattr(obj, name))
+                continue
             value = np.asarray(getattr(obj, name))
             for s in slots:
                 picked = value if s.index is None else value.reshape(-1)[s.index]
@@ -102,6 +112,27 @@ class AttrMap:
                 time_limit._elapsed_steps, dtype=self.elapsed_field.np_dtype
             )
         return out
+
+
+def _padded(f: StateField, items: Any) -> np.ndarray:
+    """A reference's list as the canonical fixed array: its items, then the sentinel."""
+    size = int(np.prod(f.shape))
+    values = list(items)
+    if len(values) > size:
+        raise BadInput(
+            f"field {f.name}: the reference's list has {len(values)} items, more than the "
+            f"field's shape {f.shape} holds"
+        )
+    out = np.full(size, f.pad, dtype=f.np_dtype)
+    out[: len(values)] = values
+    return out.reshape(f.shape)
+
+
+def _unpad(f: StateField, row: np.ndarray) -> list[Any]:
+    """The canonical fixed array as the reference's list: the items before the first sentinel."""
+    flat = np.asarray(row, dtype=f.np_dtype).reshape(-1)
+    end = np.flatnonzero(flat == f.pad)
+    return [v.item() for v in flat[: int(end[0]) if len(end) else len(flat)]]
 
 
 def stack_rows(spec: EnvSpec, rows: list[dict[str, np.ndarray]]) -> State:

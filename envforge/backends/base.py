@@ -17,6 +17,7 @@ import numpy as np
 
 from envforge.backends.digest import state_digests
 from envforge.errors import ContractViolation
+from envforge.rng.draws import DrawLog
 from envforge.spec import EnvSpec
 
 State = dict[str, np.ndarray]
@@ -78,6 +79,20 @@ class Driver(ABC):
     @abstractmethod
     def observe(self, state: State) -> np.ndarray:
         """Observations ``[B, *obs_shape]`` of the given states."""
+
+    def step_draws(
+        self, state: State, actions: np.ndarray, seeds: np.ndarray, tape: DrawLog | None
+    ) -> tuple[Transition, DrawLog]:
+        """One step whose random draws are given: a reference draws from ``seeds`` (uint64
+        ``[B]``) and records them; a port takes them from ``tape`` (the reference's log), or,
+        without one, from its own generator seeded by ``seeds``. Returns the transition and the
+        draws this side asked for (``rng/draws.py``). Only for specs with ``[rng] step``."""
+        raise ContractViolation(
+            self.side,
+            "step_draws",
+            f"{self.describe()} cannot take its draws from a tape or a seed, which "
+            f"[rng] step = {self.spec.rng.step!r} needs (docs/SPEC.md, randomness inside step)",
+        )
 
     def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
         """Digests (``backends.digest``) of ``reset(seeds)``, one per ``block`` seeds.

@@ -10,6 +10,11 @@ If a reference keeps meaningful state outside the canonical fields, its spec mus
 
 Truncation comes only from the real ``TimeLimit`` wrapper made by ``gymnasium.make``; the
 canonical field with attr ``@elapsed_steps`` is its counter.
+
+Every step runs with the env's generators replaced by recording stand-ins (``rng/recorder.py``)
+seeded per row: by the verifier (``step_draws``) or by the row's state and action (``step``, so
+the same input gives the same output). A reference that draws inside ``step`` under a spec
+without ``[rng] step`` is refused with a line saying what to declare, never compared silently.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ import numpy as np
 
 from envforge.backends.attrs import AttrMap, stack_rows
 from envforge.backends.base import Driver, State, Transition, batch_size
-from envforge.errors import BadInput
+from envforge.errors import BadInput, ContractViolation
+from envforge.rng.draws import DrawLog, row_seeds
+from envforge.rng.recorder import RowLog, UnsupportedDraw, logs_to_array, recording
 from envforge.spec import EnvSpec
 
 OBSERVATION_METHODS = ("_get_obs", "_get_ob")
@@ -62,7 +69,11 @@ class GymnasiumDriver(Driver):
         import gymnasium
 
         try:
-            return gymnasium.make(self.env_id, disable_env_checker=True)
+            return gymnasium.make(self.env_id, disable_env_checker=True, **self.spec.options)
+        except TypeError as e:
+            raise BadInput(
+                f"gymnasium env {self.env_id!r} rejects the spec's [options]: {e}"
+            ) from None
         except gymnasium.error.Error as e:
             raise BadInput(f"cannot make gymnasium env {self.env_id!r}: {e}") from None
 
@@ -98,6 +109,8 @@ class GymnasiumDriver(Driver):
     def _observation(self, env: Any) -> np.ndarray:
         """The observation the env would return for its current state."""
         env_core = core(env)
+        if self.spec.observation.attr is not None:
+            return np.asarray(getattr(env_core, self.spec.observation.attr))
         for method in OBSERVATION_METHODS:
             if callable(getattr(env_core, method, None)):
                 return np.asarray(getattr(env_core, method)())
@@ -115,25 +128,59 @@ class GymnasiumDriver(Driver):
         return stack_rows(self.spec, rows)
 
     def step(self, state: State, actions: np.ndarray) -> Transition:
+        tr, log = self.step_draws(state, actions, row_seeds(state, actions), None)
+        if self.spec.rng.step == "none" and log.count.any():
+            i = int(np.flatnonzero(log.count)[0])
+            raise ContractViolation(
+                self.side,
+                "step",
+                f"{self.describe()} draws random numbers inside step (first: "
+                f'{log.describe(i, 0)}); declare [rng] step = "tape" in env.toml to replay '
+                'its draws to the port, or step = "distribution" to compare many samples '
+                "with two-sample tests (docs/SPEC.md, randomness inside step)",
+            )
+        return tr
+
+    def step_draws(
+        self, state: State, actions: np.ndarray, seeds: np.ndarray, tape: DrawLog | None
+    ) -> tuple[Transition, DrawLog]:
+        """A reference always draws (``tape`` is ignored): from ``seeds``, recorded."""
         n = batch_size(state)
         actions = np.asarray(actions)
-        rows, obs = [], []
+        rows, obs, logs = [], [], []
+        sites: dict[str, int] = {}
         reward = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=bool)
         truncated = np.zeros(n, dtype=bool)
         for i, env in enumerate(self._pool(n)):
             self._load(i, state)
-            o, r, term, trunc, _ = env.step(self._action(actions[i]))
+            log = RowLog(sites=sites)
+            try:
+                with recording(core(env), int(seeds[i]), log):
+                    o, r, term, trunc, _ = env.step(self._action(actions[i]))
+            except UnsupportedDraw as e:
+                raise ContractViolation(self.side, "step", str(e)) from None
+            logs.append(log)
             rows.append(self._read(i))
             obs.append(np.array(o, dtype=self.spec.observation.dtype))  # copy: envs may alias state
             reward[i], terminated[i], truncated[i] = float(r), bool(term), bool(trunc)
-        return Transition(
+        drawn = logs_to_array(logs, self.spec.rng.tape_size, sites)
+        if int(drawn.count.max(initial=0)) > drawn.size:
+            i = int(np.argmax(drawn.count))
+            raise ContractViolation(
+                self.side,
+                "step",
+                f"drew {int(drawn.count[i])} numbers in one step; the spec's [rng] tape_size "
+                f"is {drawn.size} (raise it)",
+            )
+        transition = Transition(
             state=stack_rows(self.spec, rows),
             obs=np.stack(obs),
             reward=reward,
             terminated=terminated,
             truncated=truncated,
         )
+        return transition, drawn
 
     def observe(self, state: State) -> np.ndarray:
         obs = []

@@ -28,6 +28,7 @@ from envforge.errors import (
     DriverRaised,
     DriverTimeout,
 )
+from envforge.rng.draws import DrawLog
 
 _FAILURES = {
     "ContractViolation": ContractViolation,
@@ -172,6 +173,12 @@ class IsolatedDriver(Driver):
 
     def observe(self, state: State) -> np.ndarray:
         result: np.ndarray = self._call("observe", state)
+        return result
+
+    def step_draws(
+        self, state: State, actions: np.ndarray, seeds: np.ndarray, tape: DrawLog | None
+    ) -> tuple[Transition, DrawLog]:
+        result: tuple[Transition, DrawLog] = self._call("step_draws", state, actions, seeds, tape)
         return result
 
     def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:

@@ -8,6 +8,10 @@ Port contract (one module, gymnax style)::
     to_canonical(state: EnvState) -> dict[str, Array]
     from_canonical(fields: dict[str, Array]) -> EnvState
 
+A port whose reference draws inside ``step`` (``[rng] step`` in the spec) also exports
+``step_with_draws(state, action, draws)``, taking its random numbers from a
+``envforge.rng.jax_draws.Draws`` (a tape of the reference's draws, or its own key).
+
 Batches are padded to the next power of two so varying batch sizes reuse a few compiled shapes.
 Strict float (no FMA on CPU) is chosen by the process environment (XLA_FLAGS) before jax loads.
 """
@@ -26,6 +30,7 @@ import numpy as np
 from envforge.backends.base import Driver, State, Transition, batch_size
 from envforge.backends.digest import LANE_START, fold_index, join, word_key
 from envforge.errors import BadInput, ContractViolation
+from envforge.rng.draws import DrawLog
 from envforge.spec import EnvSpec
 
 REQUIRED = ("reset", "step", "observe", "to_canonical", "from_canonical")
@@ -56,6 +61,11 @@ def load_module(path: Path) -> ModuleType:
     return module
 
 
+STEP_DRAWS_MIN_BATCH = 64
+"""Smallest padded batch of ``step_draws``: each batch shape compiles once (about a second on
+a busy 2-core machine), and L1's hypothesis batches come in every size up to 64."""
+
+
 def _bucket(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
@@ -83,6 +93,7 @@ class JaxDriver(Driver):
         self._step = jax.jit(jax.vmap(step_canonical))
         self._observe = jax.jit(jax.vmap(lambda canon: m.observe(m.from_canonical(canon))))
         self._x64 = bool(jax.config.read("jax_enable_x64"))
+        self._step_draws: Any = None
         self._jax = jax
         self._native: bool | None = None
         self._digests: dict[int, Any] = {}
@@ -190,6 +201,69 @@ class JaxDriver(Driver):
             terminated=self._out(terminated, n),
             truncated=self._out(truncated, n),
         )
+
+    def step_draws(
+        self, state: State, actions: np.ndarray, seeds: np.ndarray, tape: DrawLog | None
+    ) -> tuple[Transition, DrawLog]:
+        """The port's ``step_with_draws`` with draws from ``tape`` or, without one, from a
+        ``jax.random`` key made from each row's seed."""
+        from envforge.rng import jax_draws
+
+        if not callable(getattr(self.module, "step_with_draws", None)):
+            raise ContractViolation(
+                "port",
+                "step_draws",
+                f"{self.module_path.name} lacks step_with_draws(state, action, draws), which "
+                f"[rng] step = {self.spec.rng.step!r} needs (docs/SPEC.md)",
+            )
+        size = self.spec.rng.tape_size
+        if self._step_draws is None:
+            jax, m = self._jax, self.module
+
+            def one(canon: dict, action: Any, tape: Any, seed: Any, taped: Any) -> tuple:
+                key = jax.random.fold_in(jax.random.PRNGKey(seed[0]), seed[1])
+                own = jax_draws.Draws.from_key(key, size)
+                draws = own._replace(tape=tape.astype(own.tape.dtype), taped=taped)
+                s2, obs, reward, term, trunc, d = m.step_with_draws(
+                    m.from_canonical(canon), action, draws
+                )
+                log = (d.kind, d.a, d.b, d.value, d.site, d.drawn)
+                return m.to_canonical(s2), obs, reward, term, trunc, log
+
+            self._step_draws = jax.jit(jax.vmap(one))
+        n = batch_size(state)
+        pad = max(STEP_DRAWS_MIN_BATCH, _bucket(n))  # fewer shapes: hypothesis varies n
+        seeds = np.asarray(seeds, dtype=np.uint64)
+        halves = np.stack([seeds & np.uint64(0xFFFFFFFF), seeds >> np.uint64(32)], axis=1)
+        values = tape.value[:, :size] if tape is not None else np.zeros((n, size))
+        if values.shape[1] < size:
+            values = np.pad(values, ((0, 0), (0, size - values.shape[1])))
+        taped = np.full(n, tape is not None)
+        canon, obs, reward, terminated, truncated, log = self._step_draws(
+            self._state_in(state, pad),
+            self._to_device(np.asarray(actions), pad),
+            self._to_device(np.asarray(values, np.float64), pad),
+            self._to_device(halves.astype(np.uint32), pad),
+            self._to_device(taped, pad),
+        )
+        kind, a, b, value, site, count = (self._out(x, n) for x in log)
+        drawn = DrawLog(
+            kind=kind.astype(np.int8),
+            a=a.astype(np.float64),
+            b=b.astype(np.float64),
+            value=value.astype(np.float64),
+            site=site.astype(np.int32),
+            count=count.astype(np.int32),
+            sites=list(jax_draws.SITES),
+        )
+        transition = Transition(
+            state=self._out(canon, n),
+            obs=self._out(obs, n),
+            reward=self._out(reward, n),
+            terminated=self._out(terminated, n),
+            truncated=self._out(truncated, n),
+        )
+        return transition, drawn
 
     def observe(self, state: State) -> np.ndarray:
         n = batch_size(state)

@@ -33,7 +33,7 @@ class PythonDriver(GymnasiumDriver):
         super().__init__(spec, env_id=target)
 
     def _make_env(self) -> Any:
-        return self.cls()
+        return self.cls(**self.spec.options)
 
     def _time_limit(self, env: Any) -> Any:
         return None

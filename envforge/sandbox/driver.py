@@ -41,6 +41,7 @@ ALLOWED_GLOBALS = {
     ("numpy.core.multiarray", "scalar"),
     ("numpy.core.numeric", "_frombuffer"),
     ("envforge.backends.base", "Transition"),
+    ("envforge.rng.draws", "DrawLog"),
 }
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, canonicalize, check_transition
 from envforge.errors import ContractViolation
+from envforge.rng.draws import DrawLog
 
 
 class CheckedDriver(Driver):
@@ -26,6 +27,14 @@ class CheckedDriver(Driver):
 
     def step(self, state: State, actions: np.ndarray) -> Transition:
         return check_transition(self.spec, self.inner.step(state, actions), len(actions), self.side)
+
+    def step_draws(
+        self, state: State, actions: np.ndarray, seeds: np.ndarray, tape: DrawLog | None
+    ) -> tuple[Transition, DrawLog]:
+        tr, log = self.inner.step_draws(state, actions, seeds, tape)
+        if not isinstance(log, DrawLog) or log.count.shape != (len(actions),):
+            raise ContractViolation(self.side, "step_draws", "returned no draw log for the batch")
+        return check_transition(self.spec, tr, len(actions), self.side), log
 
     def observe(self, state: State) -> np.ndarray:
         obs = np.asarray(self.inner.observe(state))

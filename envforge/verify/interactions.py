@@ -29,11 +29,12 @@ from hypothesis.stateful import (
 
 from envforge.backends.base import State, Transition
 from envforge.errors import DriverFailure
-from envforge.verify.compare import Diff, compare_states, compare_transitions
+from envforge.verify.compare import compare_states
 from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.report import LevelResult
 from envforge.verify.strategies import action_strategy, stack_actions
+from envforge.verify.tape import PairStep, pair_finding, step_pair
 
 SEEDS = st.integers(0, 2**32 - 1)
 SHRINK_BUDGET_CALLS = 20_000
@@ -52,6 +53,7 @@ class _Record:
     finding: Finding | None = None
     driver_error: DriverFailure | None = None
     steps: int = 0
+    draws: int = 0
     seconds: float = 0.0
     programs: int = 0
     events: dict[str, int] = field(default_factory=dict)
@@ -97,23 +99,14 @@ def make_machine(ctx: VerifyContext, record: _Record) -> type[RuleBasedStateMach
                 record.driver_error = e
                 raise _Divergence(str(e)) from None
 
-        def _fail(
-            self,
-            check: str,
-            message: str,
-            diff: Diff,
-            ref: Transition,
-            port: Transition,
-            before: State | None,
-        ) -> None:
-            finding = ctx.finding_from_diff(
+        def _fail(self, check: str, message: str, pair: PairStep, before: State | None) -> None:
+            finding = pair_finding(
+                ctx,
                 2,
                 check,
                 message,
-                diff,
+                pair,
                 0,
-                ref,
-                port,
                 before,
                 seed=self.seed,
                 step=len(self.history),
@@ -148,9 +141,8 @@ def make_machine(ctx: VerifyContext, record: _Record) -> type[RuleBasedStateMach
                     empty.astype(bool),
                 )
                 tr_port = Transition(port, tr_ref.obs, empty, tr_ref.terminated, tr_ref.truncated)
-                self._fail(
-                    "reset.mismatch", "reset(seed) differs in {fields}", diff, tr_ref, tr_port, None
-                )
+                pair = PairStep(tr_ref, tr_port, diff)
+                self._fail("reset.mismatch", "reset(seed) differs in {fields}", pair, None)
             self.ref_state, self.port_state = ref, port
 
         def _step(self, action: Any) -> None:
@@ -160,18 +152,19 @@ def make_machine(ctx: VerifyContext, record: _Record) -> type[RuleBasedStateMach
             act = stack_actions(spec, [action])
             self.history.append(to_jsonable(act[0]))
             start = time.perf_counter()
-            ref = self._guard(ctx.ref.step, self.ref_state, act)
-            port = self._guard(ctx.port.step, self.port_state, act)
+            # the salt makes a repeated state draw afresh; a replayed program draws the same
+            salt = (self.seed << 20) + len(self.history)
+            pair = self._guard(step_pair, ctx, self.ref_state, self.port_state, act, salt)
+            ref, port = pair.ref, pair.port
             record.seconds += time.perf_counter() - start
             record.steps += 1
-            diff = compare_transitions(spec, ref, port, self.ref_state, act)
-            if diff.mismatch.any():
+            if pair.ref_draws is not None:
+                record.draws += int(min(pair.ref_draws.count[0], pair.ref_draws.size))
+            if pair.mismatch.any():
                 self._fail(
                     "sequence.mismatch",
                     "after this program the sides differ in {fields}",
-                    diff,
-                    ref,
-                    port,
+                    pair,
                     self.ref_state,
                 )
             self.ref_state = ref.state
@@ -250,6 +243,8 @@ def run(ctx: VerifyContext) -> LevelResult:
         "steps_per_second": round(2 * record.steps / record.seconds) if record.seconds else None,
         "mode": "free-running" if ctx.spec.compare.mode == "exact" else "re-synced each step",
     }
+    if ctx.spec.rng.step == "tape":
+        stats["draws_accounted"] = record.draws
     if record.finding is not None:
         return LevelResult(2, "fail", record.finding.message, [record.finding], stats)
     return LevelResult(

@@ -23,10 +23,9 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from envforge.backends import digest_native
-from envforge.backends.base import State, Transition, batch_size, concat_states, take_state
+from envforge.backends.base import State, batch_size, concat_states, take_state
 from envforge.errors import DriverFailure
 from envforge.spec import EnvSpec
-from envforge.verify.compare import Diff, compare_transitions
 from envforge.verify.context import VerifyContext, reset_mismatch
 from envforge.verify.digest_cache import DigestCache
 from envforge.verify.findings import Finding, to_jsonable
@@ -40,20 +39,21 @@ from envforge.verify.strategies import (
     state_strategy,
 )
 from envforge.verify.support import support_pvalue
+from envforge.verify.tape import PairStep, pair_finding, step_pair
 
 
 @dataclass
 class _Failure:
     state: State
     actions: np.ndarray
-    ref: Transition
-    port: Transition
-    diff: Diff
+    pair: PairStep
 
 
 @dataclass
 class _Counter:
     transitions: int = 0
+    draws: int = 0
+    """Reference draws replayed to the port and accounted for (``[rng] step = "tape"``)."""
     excused: int = 0
     seconds: float = 0.0
     failures: list[_Failure] = field(default_factory=list)
@@ -63,28 +63,27 @@ def _step_both(
     ctx: VerifyContext, state: State, actions: np.ndarray, counter: _Counter
 ) -> _Failure | None:
     start = time.perf_counter()
-    ref = ctx.ref.step(state, actions)
-    port = ctx.port.step(state, actions)
+    pair = step_pair(ctx, state, state, actions)
     counter.seconds += time.perf_counter() - start
     counter.transitions += len(actions)
-    diff = compare_transitions(ctx.spec, ref, port, state, actions)
-    counter.excused += int(diff.excused.sum())
-    if diff.mismatch.any():
-        return _Failure(state, actions, ref, port, diff)
+    if pair.ref_draws is not None:
+        counter.draws += int(np.minimum(pair.ref_draws.count, pair.ref_draws.size).sum())
+    counter.excused += int(pair.diff.excused.sum())
+    if pair.mismatch.any():
+        return _Failure(state, actions, pair)
     return None
 
 
 def _step_finding(ctx: VerifyContext, failure: _Failure, how: str) -> Finding:
-    i = failure.diff.first()
+    i = failure.pair.first()
     assert i is not None
-    return ctx.finding_from_diff(
+    return pair_finding(
+        ctx,
         1,
         "step.mismatch",
         "one step from the same state differs in {fields} (" + how + ")",
-        failure.diff,
+        failure.pair,
         i,
-        failure.ref,
-        failure.port,
         failure.state,
         step=0,
         actions=[to_jsonable(failure.actions[i])],
@@ -201,6 +200,8 @@ def check_steps_boundaries(ctx: VerifyContext, counter: _Counter) -> Finding | N
     (``<`` versus ``<=`` shows only there; see boundaries.py)."""
     if ctx.spec.compare.mode != "exact":
         return None  # tolerance mode excuses threshold flag flips by design
+    if not any(f.np_dtype.kind == "f" for f in ctx.spec.state):
+        return None  # lines are bisected along float fields; integer states have none
     from envforge.verify.boundaries import boundary_states
 
     lines = max(8192, ctx.count(16384))  # bisection is cheap: ~30 batched reference steps
@@ -474,6 +475,7 @@ def run(ctx: VerifyContext) -> LevelResult:
         stats_out.update(sweep_stats)
     stats_out.update(
         transitions=counter.transitions,
+        **({"draws_accounted": counter.draws} if ctx.spec.rng.step == "tape" else {}),
         threshold_flag_flips_excused=counter.excused,
         steps_per_second=round(2 * counter.transitions / counter.seconds)
         if counter.seconds
@@ -482,6 +484,8 @@ def run(ctx: VerifyContext) -> LevelResult:
     if finding is not None:
         return LevelResult(1, "fail", finding.message, [finding], stats_out)
     summary = f"{counter.transitions} single-step transitions and resets agree"
+    if ctx.spec.rng.step == "tape":
+        summary += f" ({counter.draws} reference draws replayed and accounted for)"
     if stats_out.get("reset_sweep_seeds"):
         summary += f"; every seed below {stats_out['reset_sweep_seeds']} resets identically"
         if "reset_sweep_reduced_from" in stats_out:

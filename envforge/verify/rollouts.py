@@ -23,16 +23,17 @@ import numpy as np
 from scipy import stats
 
 from envforge.backends.base import Driver, State, take_state
-from envforge.verify.compare import compare_transitions
 from envforge.verify.context import VerifyContext, reset_mismatch
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.policies import Policy, rollout_policies
 from envforge.verify.report import LevelResult
+from envforge.verify.tape import pair_finding, step_pair
 
 
 @dataclass
 class _Tally:
     steps: int = 0
+    draws: int = 0
     seconds: float = 0.0
     max_error: dict[str, float] = field(default_factory=dict)
     max_ulp: dict[str, float] = field(default_factory=dict)
@@ -96,29 +97,31 @@ def compared_episodes(
         full[active] = acts
         history.append(full)
         start = time.perf_counter()
-        ref = ctx.ref.step(ref_state, acts)
-        port = ctx.port.step(port_state if exact else ref_state, acts)
+        # per episode and step, so envs in the same state at the same step draw apart
+        salt = seeds[active].astype(np.uint64) * np.uint64(1 << 20) + np.uint64(t)
+        pair = step_pair(ctx, ref_state, port_state if exact else ref_state, acts, salt)
+        ref, port, diff = pair.ref, pair.port, pair.diff
         tally.seconds += time.perf_counter() - start
         tally.steps += len(active)
-        diff = compare_transitions(spec, ref, port, ref_state, acts)
+        if pair.ref_draws is not None:
+            tally.draws += int(np.minimum(pair.ref_draws.count, pair.ref_draws.size).sum())
         tally.errors(diff)
         tally.excused[policy.name] = tally.excused.get(policy.name, 0) + int(diff.excused.sum())
         _count_events(ctx, tally, policy.name, 0, ref_state, ref, acts)
         _count_events(ctx, tally, policy.name, 1, port_state if exact else ref_state, port, acts)
-        i = diff.first()
+        i = pair.first()
         if i is not None:
             env = int(active[i])
             actions = [to_jsonable(h[env]) for h in history]
             how = "free-running" if exact else "re-synced, one step from the reference state"
             return (
-                ctx.finding_from_diff(
+                pair_finding(
+                    ctx,
                     3,
                     "rollout.mismatch",
                     f"policy {policy.name}: episode diverges in {{fields}} at step {t} ({how})",
-                    diff,
+                    pair,
                     i,
-                    ref,
-                    port,
                     ref_state,
                     seed=int(seeds[env]),
                     step=t,
@@ -271,6 +274,7 @@ def _stats(tally: _Tally, summary: dict[str, Any], episodes: int) -> dict[str, A
         "episodes_per_policy": episodes,
         "policies": summary,
         "steps": tally.steps,
+        "draws_accounted": tally.draws,
         "steps_per_second": round(2 * tally.steps / tally.seconds) if tally.seconds else None,
         "max_abs_error": tally.max_error,
         "max_ulp": tally.max_ulp,

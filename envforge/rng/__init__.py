@@ -1,0 +1,1 @@
+"""Randomness inside ``step``: the draw log (tape), its recorders and the JAX draws interface."""
