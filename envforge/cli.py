@@ -1,4 +1,5 @@
-"""envforge command line: translate, prompt, mcp, verify, batch, bench, mutate, cost, train, list."""
+"""envforge command line: init, translate, prompt, mcp, verify, batch, bench, mutate, cost, train,
+list."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ COMMAND_MODULES = (
     "mutate",
     "batch",
     "train",
+    "init",
 )
 for _name in COMMAND_MODULES:
     importlib.import_module(f"envforge.commands.{_name}").register(app)

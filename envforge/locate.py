@@ -45,13 +45,16 @@ def spec_for_reference(ref: str, spec_path: str | None = None) -> EnvSpec:
         for _, spec in all_specs():
             if spec.reference == ref:
                 return spec
-        raise BadInput(f"no references/*/env.toml declares reference = {ref!r}; pass --spec")
+        raise BadInput(
+            f"no references/*/env.toml declares reference = {ref!r}; draft one with "
+            f"`envforge init --ref {ref}` (or pass --spec)"
+        )
     path = Path(ref)
     if not path.exists():
         raise BadInput(f"reference not found: {ref}")
     toml = (path if path.is_dir() else path.parent) / "env.toml"
     if not toml.is_file():
-        raise BadInput(f"no env.toml beside {ref}; pass --spec")
+        raise BadInput(f"no env.toml beside {ref}; pass --spec (or draft one: envforge init)")
     return load_spec(toml)
 
 

@@ -13,8 +13,10 @@ from rich.console import Console
 from envforge.external.next_prompt import PACKAGE_ROOT, next_repair_prompt
 from envforge.locate import default_port, spec_for_name, spec_for_reference
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
+from envforge.spec import EnvSpec
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_levels, parse_seed_sweep, verify
+from envforge.verify.selfcheck_cache import cached_or_run
 
 
 def verify_command(
@@ -52,6 +54,11 @@ def verify_command(
         help="L1, replicate mode: reset exactly the seeds in [0, N) (N, 2^k, or full = 2^32). "
         "Default: the spec's (every seed) times --scale, cut to its time budget.",
     ),
+    self_check: bool = typer.Option(
+        True,
+        "--self-check/--no-self-check",
+        help="Check first that the spec's canonical state is complete (once per spec content).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     repair_prompt: bool = typer.Option(
         False,
@@ -88,6 +95,8 @@ def verify_command(
         seed_sweep=parse_seed_sweep(seed_sweep) if seed_sweep is not None else None,
     )
     console = Console(stderr=as_json or repair_prompt)
+    if self_check:
+        _spec_self_check(env_spec, console, as_json)
     console.print(f"[dim]{sandbox_choice.line()}[/dim]")
     with console.status(f"verifying {env_spec.name}") as status:
         report = verify(
@@ -128,6 +137,28 @@ def rerun_command(
     if not port and target != "jax":
         parts += ["--target", target]
     return " ".join(shlex.quote(p) for p in parts) + " --levels {levels}"
+
+
+def _spec_self_check(env_spec: EnvSpec, console: Console, as_json: bool) -> None:
+    """A new or changed spec is first checked against its own reference (exit 1 if it fails)."""
+    with console.status(f"self-check of the {env_spec.name} spec"):
+        outcome = cached_or_run(env_spec)
+    if outcome is None:
+        return
+    verdict, cached = outcome
+    if verdict["passed"]:
+        if not cached:
+            console.print(f"[dim]spec self-check passed ({verdict['wall_s']:.1f} s)[/dim]")
+        return
+    if as_json:
+        print(json.dumps({"env": env_spec.name, "self_check": verdict}, indent=2))
+    console.print(
+        f"[bold red]spec self-check failed[/]: the canonical state of {env_spec.name} is not the "
+        "reference's whole state, so no port can be verified against it (--no-self-check skips)"
+    )
+    for finding in verdict["findings"]:
+        console.print(f"  {finding['message']}", markup=False, highlight=False)
+    sys.exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,126 @@
+"""`envforge init`: draft a spec (env.toml + README stub) from the reference itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from envforge.errors import BadInput
+
+
+def env_name(reference: str) -> str:
+    """``gymnasium:CartPole-v1`` -> ``cartpole``; ``envs/grid.py:GridEnv`` -> ``gridenv``."""
+    tail = reference.rsplit(":", 1)[-1]
+    tail = re.sub(r"-v\d+$", "", tail)
+    return re.sub(r"[^a-z0-9_]+", "_", tail.lower()).strip("_") or "env"
+
+
+def _written_reference(ref: str, out: Path) -> str:
+    """The reference as the spec in ``out`` names it (a file path relative to ``out``)."""
+    if ref.startswith("gymnasium:"):
+        return ref
+    path, sep, cls = ref.rpartition(":")
+    if not sep or not path.endswith(".py"):
+        raise BadInput(f"--ref: expected gymnasium:<id> or path/to/file.py:Class, got {ref!r}")
+    if not Path(path).is_file():
+        raise BadInput(f"reference file not found: {path}")
+    return f"{os.path.relpath(Path(path).resolve(), out.resolve())}:{cls}"
+
+
+def init_command(
+    ref: str = typer.Option(
+        ..., "--ref", help="Reference to draft a spec for: gymnasium:<id> or file.py:Class."
+    ),
+    out: Path = typer.Option(
+        None, "--out", help="Directory for env.toml and README.md (default references/<env>/)."
+    ),
+    name: str = typer.Option(None, "--name", help="Env name (default: from the reference)."),
+    force: bool = typer.Option(
+        False, "--force", help="Write even if the self-check fails or env.toml exists."
+    ),
+    episodes: int = typer.Option(8, "--episodes", help="Self-check episodes per policy."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+) -> None:
+    """Draft env.toml from the reference and prove its canonical state complete (self-check).
+
+    Exit 0 written and self-check passed, 1 self-check failed (written only with --force),
+    2 bad input.
+    """
+    from envforge.draft.draft import draft_spec
+    from envforge.draft.render import render_readme, render_toml
+    from envforge.draft.selfcheck import SelfCheckConfig
+    from envforge.verify.selfcheck_cache import remember
+
+    env = name or env_name(ref)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", env):
+        raise BadInput(f"--name: expected a plain name (letters, digits, _ -), got {env!r}")
+    if episodes < 1:
+        raise BadInput("--episodes must be at least 1")
+    out = out or Path("references") / env
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"--out {out} is a file; give a directory")
+    if (out / "env.toml").exists() and not force:
+        raise BadInput(f"{out / 'env.toml'} exists; pass --force to overwrite it")
+    reference = _written_reference(ref, out)
+    # the draft's reference path is relative to out, which must exist for it to resolve
+    made_out = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    console = Console(stderr=True)
+    try:
+        with console.status(f"drafting {env}") as status:
+            draft = draft_spec(
+                reference,
+                env,
+                out.resolve(),
+                SelfCheckConfig(episodes=episodes),
+                progress=lambda msg: status.update(f"drafting {env}: {msg}"),
+            )
+    finally:
+        if made_out and not any(out.iterdir()):
+            out.rmdir()
+    check = draft.check
+    assert check is not None
+    written = check.passed or force
+    if written:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "env.toml").write_text(render_toml(draft))
+        if not (out / "README.md").exists():
+            (out / "README.md").write_text(render_readme(draft))
+        if check.passed:
+            remember(out / "env.toml", check)
+    if as_json:
+        summary = {
+            "env": env,
+            "out": str(out),
+            "written": written,
+            "fields": [f.name for f in draft.fields],
+            "left_out": [name for name, _ in draft.left_out],
+            "self_check": check.to_dict(),
+        }
+        print(json.dumps(summary, indent=2))
+    else:
+        show = Console()
+        show.print(f"fields: {', '.join(f.name for f in draft.fields)}")
+        if draft.left_out:
+            show.print(f"left out: {', '.join(n for n, _ in draft.left_out)}")
+        show.print(check.summary())
+        for finding in check.findings:
+            show.print(f"  {finding.message}", markup=False, highlight=False)
+        if written:
+            show.print(f"wrote {out / 'env.toml'}: review every line marked GUESS or observed")
+        else:
+            show.print(
+                "not written: the canonical state is incomplete (pass --force to write it "
+                "anyway and fix it by hand)"
+            )
+    sys.exit(0 if check.passed else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("init")(init_command)

@@ -1,0 +1,251 @@
+"""Draft a spec from a reference: probe it, pick its canonical state, and check that state.
+
+1. ``probe``: random rollouts find the attributes that change on steps and resets.
+2. ``fields``: each numeric one becomes canonical field(s) with a dtype and an observed range;
+   the TimeLimit counter becomes ``time``.
+3. The self-check runs on the draft. While it passes, each candidate attribute is tried
+   without: one the check passes without (``last_u``, ``taxi_orientation``: read only by
+   ``render``) is left out, so a port does not have to carry it.
+4. RNG and comparison modes are proposed from what was seen (float state -> tolerance, with
+   a tolerance measured by stepping from states perturbed by a float32 rounding), and the
+   termination predicate read from the source is kept only if it reproduces every flag.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from envforge.backends.base import Transition
+from envforge.draft.fields import FieldDraft, draft_fields
+from envforge.draft.probe import Probe, env_factory, probe, state_attributes
+from envforge.draft.selfcheck import SelfCheckConfig, SelfCheckResult, reference_driver, self_check
+from envforge.draft.source import termination_guess
+from envforge.spec import EnvSpec
+
+NOISE_FACTOR = 100.0
+"""Proposed tolerance = this times the change one float32 rounding of the state makes in a
+step: a float32 port rounds at every operation, not once."""
+F32_EPS = 2.0**-24
+
+
+@dataclass
+class Draft:
+    name: str
+    reference: str
+    probe: Probe
+    fields: list[FieldDraft]
+    left_out: list[tuple[str, str]] = field(default_factory=list)
+    episode_cap: int = 1000
+    termination: str | None = None
+    termination_note: str = ""
+    compare: dict[str, Any] = field(default_factory=dict)
+    compare_note: str = ""
+    rng_note: str = ""
+    check: SelfCheckResult | None = None
+    root: Any = None
+
+    def spec(self, fields: list[FieldDraft] | None = None) -> EnvSpec:
+        from envforge.draft.render import spec_table
+
+        table = spec_table(self, self.fields if fields is None else fields)
+        table["root"] = self.root
+        return EnvSpec.model_validate(table)
+
+
+Progress = Callable[[str], None]
+
+
+def draft_spec(
+    reference: str,
+    name: str,
+    root: Any,
+    config: SelfCheckConfig | None = None,
+    progress: Progress | None = None,
+) -> Draft:
+    """A drafted spec for ``reference`` (written relative to ``root``) and its self-check."""
+    say = progress or (lambda _msg: None)
+    say("probing the reference")
+    make = env_factory(reference, root)
+    seen = probe(reference, make)
+    candidates, left_out = state_attributes(seen)
+    draft = Draft(
+        name=name,
+        reference=reference,
+        probe=seen,
+        fields=draft_fields(seen, candidates),
+        left_out=left_out,
+        episode_cap=seen.max_episode_steps or 1000,
+        root=root,
+    )
+    _propose_modes(draft)
+    _propose_tolerance(draft)
+    say("self-check of the full draft")
+    draft.check = self_check(draft.spec(), config)
+    if draft.check.passed:
+        _leave_out_unneeded(draft, config, say)
+        _propose_termination(draft, make)
+        say("self-check of the final draft")
+        draft.check = self_check(draft.spec(), config)
+    return draft
+
+
+def _propose_modes(draft: Draft) -> None:
+    draft.rng_note = (
+        "gymnasium draws from numpy's PCG64 (np_random), which a port cannot reproduce bit for "
+        "bit: resets are compared as distributions, dynamics from injected states"
+    )
+    if draft.probe.rng_draws_in_step:
+        draft.rng_note += (
+            ". step draws from np_random too: if the self-check fails naming _np_random, the "
+            "outcome of a step is random; declare the RNG tape mode (issue 17) for it"
+        )
+    floats = [f for f in draft.fields if f.dtype.startswith("float")]
+    draft.compare = {"mode": "tolerance" if floats else "exact"}
+    draft.compare_note = (
+        "float state: a port computing in float32 differs from float64 arithmetic"
+        if floats
+        else "integer state: transitions must agree exactly"
+    )
+
+
+def _leave_out_unneeded(draft: Draft, config: SelfCheckConfig | None, say: Progress) -> None:
+    for attr in dict.fromkeys(f.source_attr for f in draft.fields if f.attr[0] != "@"):
+        rest = [f for f in draft.fields if f.source_attr != attr]
+        if not rest:
+            continue
+        say(f"self-check without {attr}")
+        if self_check(draft.spec(rest), config).passed:
+            draft.fields = rest
+            draft.left_out.append(
+                (attr, "changes, but the self-check passes without it (no step reads it)")
+            )
+
+
+def _nice_up(value: float) -> float:
+    """``value`` rounded up to one significant digit (3.2e-7 -> 4e-7)."""
+    if value <= 0:
+        return 0.0
+    exponent = math.floor(math.log10(value))
+    return float(f"{math.ceil(value / 10**exponent - 1e-9)}e{exponent}")
+
+
+def _propose_tolerance(draft: Draft, n: int = 64, steps: int = 24) -> None:
+    """Per float field: how far one float32 rounding of the state moves a step's result."""
+    floats = [f for f in draft.fields if f.dtype.startswith("float")]
+    if not floats:
+        return
+    spec = draft.spec()
+    driver = reference_driver(spec)
+    rng = np.random.default_rng(19)
+    noise = {f.name: 0.0 for f in floats} | {"obs": 0.0, "reward": 0.0}
+    try:
+        from envforge.verify.policies import random_actions
+
+        state = driver.reset(np.arange(n, dtype=np.uint32))
+        for _ in range(steps):
+            acts = random_actions(spec, rng, n)
+            exact = driver.step(state, acts)
+            nudged = dict(state)
+            for f in floats:
+                sign = rng.choice([-1.0, 1.0], size=state[f.name].shape)
+                nudged[f.name] = state[f.name] * (1 + sign * F32_EPS)
+            moved = driver.step(nudged, acts)
+            _widen(noise, exact, moved, floats)
+            live = ~(exact.terminated | exact.truncated)
+            if not live.any():
+                break
+            state = {k: v[live] for k, v in exact.state.items()}
+            n = int(live.sum())
+    finally:
+        driver.close()
+    for f in floats:
+        f.atol = _nice_up(NOISE_FACTOR * noise[f.name]) or None
+    overall = max([noise["obs"], noise["reward"], *(noise[f.name] for f in floats)])
+    draft.compare["atol"] = _nice_up(NOISE_FACTOR * overall) or 1e-6
+    draft.compare["rtol"] = 0.0
+    draft.compare_note += (
+        f"; tolerances measured: {NOISE_FACTOR:g} x the largest change one float32 rounding "
+        "of the state makes in a step (plus the float32 rounding of the result)"
+    )
+
+
+def _widen(noise: dict, exact: Transition, moved: Transition, floats: list[FieldDraft]) -> None:
+    def size(a: np.ndarray, b: np.ndarray) -> float:
+        a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        gap = np.abs(a64 - b64) + np.abs(a64) * F32_EPS
+        gap = gap[np.isfinite(gap)]
+        return float(gap.max()) if gap.size else 0.0
+
+    for f in floats:
+        noise[f.name] = max(noise[f.name], size(exact.state[f.name], moved.state[f.name]))
+    noise["obs"] = max(noise["obs"], size(exact.obs, moved.obs))
+    noise["reward"] = max(noise["reward"], size(exact.reward, moved.reward))
+
+
+def _propose_termination(draft: Draft, make: Callable[[], Any]) -> None:
+    local_fields = {}
+    attr_fields: dict[tuple[str, int | None], str] = {}
+    for f in draft.fields:
+        attr_fields[(f.source_attr, f.index)] = f.name
+        if any(note.startswith("name from the source") for note in f.notes):
+            local_fields[f.name] = f.name
+    env = make()
+    guess = termination_guess(
+        draft.probe.env_class, getattr(env, "unwrapped", env), local_fields, attr_fields
+    )
+    if callable(getattr(env, "close", None)):
+        env.close()
+    if guess is None:
+        draft.termination_note = (
+            "not drafted: step's `terminated` could not be read as a predicate over the state"
+        )
+        return
+    spec = draft.spec()
+    checked, wrong = _check_termination(spec, guess)
+    if wrong:
+        draft.termination_note = (
+            f"read from step's source but wrong on {wrong} of {checked} transitions, so left "
+            f"out: {guess}"
+        )
+        return
+    draft.termination = guess
+    draft.termination_note = (
+        f"read from step's source (`terminated = ...`); reproduced the flag on all {checked} "
+        "transitions of random episodes"
+    )
+
+
+def _check_termination(spec: EnvSpec, guess: str, n: int = 32) -> tuple[int, int]:
+    from envforge.verify.policies import StickyPolicy
+
+    try:
+        predicate = spec.expression(guess)
+    except Exception:
+        return 0, 1
+    driver = reference_driver(spec)
+    policy = StickyPolicy(spec, np.random.default_rng(7))
+    checked = wrong = 0
+    try:
+        state = driver.reset(np.arange(n, dtype=np.uint32))
+        for t in range(spec.episode_cap):
+            acts = policy.act(np.zeros((len(next(iter(state.values()))), 1)), np.array([t]))
+            tr = driver.step(state, acts)
+            value = np.broadcast_to(
+                np.asarray(predicate(**tr.expression_inputs(state, acts)), bool),
+                tr.terminated.shape,
+            )
+            checked += len(value)
+            wrong += int(np.count_nonzero(value != tr.terminated))
+            live = ~(tr.terminated | tr.truncated)
+            if not live.any():
+                break
+            state = {k: v[live] for k, v in tr.state.items()}
+            policy._last = None if policy._last is None else policy._last[live]
+    finally:
+        driver.close()
+    return checked, wrong

@@ -1,0 +1,170 @@
+"""Canonical state fields drafted from a probe: names, dtypes, ranges, each with its reasons."""
+
+from __future__ import annotations
+
+import keyword
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from envforge.backends.attrs import ELAPSED_STEPS
+from envforge.draft.probe import AttrStats, Probe
+from envforge.draft.source import element_names
+
+HEADROOM = 0.1
+"""Observed float ranges are widened by this fraction of their span on each side."""
+PER_ELEMENT = 8
+"""Arrays up to this size become one scalar field per element (each with its own range)."""
+RESERVED = {"before", "after", "action", "reward", "terminated", "truncated", "obs", "t"}
+
+
+@dataclass
+class FieldDraft:
+    name: str
+    dtype: str
+    attr: str
+    source_attr: str
+    """The attribute this field lives in (``state`` for ``state[2]``)."""
+    index: int | None = None
+    shape: tuple[int, ...] = ()
+    low: float | None = None
+    high: float | None = None
+    aliases: tuple[str, ...] = ()
+    atol: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def table(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "dtype": self.dtype}
+        if self.shape:
+            out["shape"] = list(self.shape)
+        if self.low is not None:
+            out["low"] = self.low
+            out["high"] = self.high
+        out["attr"] = self.attr
+        if self.aliases:
+            out["aliases"] = list(self.aliases)
+        if self.atol is not None:
+            out["atol"] = self.atol
+        return out
+
+
+def spec_dtype(numpy_dtype: str, low: float, high: float) -> tuple[str, str | None]:
+    """The spec dtype for an attribute's numpy dtype, and a note when it is not the same."""
+    kind = np.dtype(numpy_dtype).kind
+    if kind == "f":
+        return ("float32", None) if numpy_dtype == "float32" else ("float64", None)
+    if kind == "b":
+        return "bool", None
+    if numpy_dtype in ("int32", "uint32", "uint8", "uint64"):
+        return numpy_dtype, None
+    if np.iinfo(np.int32).min <= low and high <= np.iinfo(np.int32).max:
+        return "int32", f"{numpy_dtype} on the reference; every value seen fits int32"
+    return "int64", None
+
+
+def _round_out(value: float, up: bool) -> float:
+    """``value`` rounded outward to 4 significant digits (readable, still covering it)."""
+    if value == 0 or not math.isfinite(value):
+        return value
+    exponent = math.floor(math.log10(abs(value))) - 3
+    steps = math.ceil(value / 10**exponent) if up else math.floor(value / 10**exponent)
+    return float(f"{steps}e{exponent}")
+
+
+def _range(stats: AttrStats, k: int | None, dtype: str, probe: Probe) -> tuple[float, float, str]:
+    assert stats.low is not None and stats.high is not None
+    lo = float(stats.low.reshape(-1)[k] if k is not None else stats.low.min())
+    hi = float(stats.high.reshape(-1)[k] if k is not None else stats.high.max())
+    space = probe.observation_space
+    if stats.equals_obs and hasattr(space, "n"):
+        start = int(getattr(space, "start", 0))
+        return start, start + int(space.n) - 1, f"the observation space: Discrete({space.n})"
+    seen = f"observed over {probe.episodes} random episodes"
+    if dtype in ("bool",) or np.dtype(dtype).kind in "iu":
+        return int(lo), int(hi), f"{seen} ({int(lo)}..{int(hi)}): widen it to every valid value"
+    span = hi - lo if hi > lo else max(abs(hi), 1.0)
+    low, high = _round_out(lo - HEADROOM * span, False), _round_out(hi + HEADROOM * span, True)
+    return low, high, f"{seen} ({lo:.6g}..{hi:.6g}) plus {HEADROOM:.0%} headroom each side"
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    name = name if name.isidentifier() and not keyword.iskeyword(name) else f"f_{name}"
+    if name in RESERVED:
+        name = f"{name}_"
+    base, k = name, 2
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    taken.add(name)
+    return name
+
+
+def draft_fields(probe: Probe, candidates: list[AttrStats]) -> list[FieldDraft]:
+    """Fields for the candidate attributes (in probe order), then the TimeLimit counter."""
+    taken: set[str] = set()
+    out: list[FieldDraft] = []
+    for stats in candidates:
+        (shape,) = stats.shapes
+        size = int(np.prod(shape)) if shape else 1
+        lo_all = float(stats.low.min()) if stats.low is not None else 0.0
+        hi_all = float(stats.high.max()) if stats.high is not None else 0.0
+        dtype, dtype_note = spec_dtype(stats.dtype, lo_all, hi_all)
+        dtype_notes = [dtype_note] if dtype_note else []
+        if len(stats.dtypes_after_reset | stats.dtypes_after_step) > 1:
+            dtype_notes.append(
+                f"reset stores {'/'.join(stats.dtypes_after_reset)}, step stores "
+                f"{'/'.join(stats.dtypes_after_step)}: the step's dtype"
+            )
+        where = "changes on steps" if stats.changed_on_step else "changes on resets only"
+        if shape and len(shape) == 1 and size <= PER_ELEMENT:
+            names = element_names(probe.env_class, stats.name, size)
+            for k in range(size):
+                guessed = names.get(k)
+                name = _unique(guessed or f"{stats.name.lstrip('_')}_{k}", taken)
+                low, high, why = _range(stats, k, dtype, probe)
+                how = (
+                    f"name from the source ({guessed} = self.{stats.name}[{k}])"
+                    if guessed
+                    else "name made up: rename it"
+                )
+                out.append(
+                    FieldDraft(
+                        name,
+                        dtype,
+                        f"{stats.name}[{k}]",
+                        stats.name,
+                        index=k,
+                        low=low,
+                        high=high,
+                        notes=[f"{stats.name} {where}", how, f"range: {why}", *dtype_notes],
+                    )
+                )
+            continue
+        low, high, why = _range(stats, None, dtype, probe)
+        out.append(
+            FieldDraft(
+                _unique(stats.name.lstrip("_") or stats.name, taken),
+                dtype,
+                stats.name,
+                stats.name,
+                shape=tuple(shape),
+                low=low,
+                high=high,
+                notes=[f"{stats.name} {where}", f"range: {why}", *dtype_notes],
+            )
+        )
+    if probe.max_episode_steps is not None:
+        out.append(
+            FieldDraft(
+                _unique("time", taken),
+                "int32",
+                ELAPSED_STEPS,
+                ELAPSED_STEPS,
+                low=0,
+                high=probe.max_episode_steps,
+                aliases=("_elapsed_steps",),
+                notes=["the TimeLimit wrapper's step counter: it decides truncation"],
+            )
+        )
+    return out

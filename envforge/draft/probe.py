@@ -1,0 +1,216 @@
+"""Probe a gymnasium/Python reference: which attributes hold state, with what dtypes and ranges.
+
+Random rollouts over several seeds; after every reset and every step the object's full
+attribute state is snapshotted (``snapshot.py``) and compared with the one before. What changes
+on steps or resets is a candidate for the canonical state; what never changes is configuration.
+Numeric attributes are tracked elementwise (dtype, shape, observed minimum and maximum), and
+the numpy ``Generator`` is watched for draws inside ``step``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envforge.backends.attrs import ELAPSED_STEPS
+from envforge.backends.gymnasium import core, find_time_limit
+from envforge.draft.snapshot import NONE, NUMERIC, RNG, Value, snapshot
+from envforge.errors import BadInput
+
+
+@dataclass
+class AttrStats:
+    """What the rollouts saw of one attribute."""
+
+    name: str
+    kinds: set[str] = field(default_factory=set)
+    shapes: set[tuple[int, ...]] = field(default_factory=set)
+    dtypes_after_step: Counter[str] = field(default_factory=Counter)
+    dtypes_after_reset: Counter[str] = field(default_factory=Counter)
+    type_name: str = ""
+    changed_on_step: bool = False
+    changed_on_reset: bool = False
+    low: np.ndarray | None = None
+    high: np.ndarray | None = None
+    equals_obs: bool = True
+    """Its value was the observation after every reset and step (a tabular env's state index)."""
+
+    def see(self, value: Value, after_step: bool, obs: np.ndarray) -> None:
+        self.kinds.add(value.kind)
+        if value.kind == "other":
+            self.type_name = value.payload[0]
+        if value.kind != NUMERIC:
+            self.equals_obs = False
+            return
+        a = value.payload
+        self.shapes.add(a.shape)
+        (self.dtypes_after_step if after_step else self.dtypes_after_reset)[a.dtype.name] += 1
+        if self.low is None or self.high is None or self.low.shape != a.shape:
+            self.low, self.high = a.astype(np.float64), a.astype(np.float64)
+        else:
+            self.low = np.minimum(self.low, a)
+            self.high = np.maximum(self.high, a)
+        if a.shape != np.shape(obs) or not np.array_equal(a, obs):
+            self.equals_obs = False
+
+    @property
+    def numeric(self) -> bool:
+        """Always a number or numeric array of one shape: it can be a canonical field."""
+        return self.kinds == {NUMERIC} and len(self.shapes) == 1
+
+    @property
+    def changes(self) -> bool:
+        return self.changed_on_step or self.changed_on_reset
+
+    @property
+    def dtype(self) -> str:
+        """The dtype ``step`` stores (what a port computes in), else the reset's."""
+        counts = self.dtypes_after_step or self.dtypes_after_reset
+        return counts.most_common(1)[0][0]
+
+
+@dataclass
+class Probe:
+    reference: str
+    env_class: type
+    observation_space: Any
+    action_space: Any
+    max_episode_steps: int | None
+    attrs: dict[str, AttrStats]
+    rng_draws_in_step: bool = False
+    steps: int = 0
+    episodes: int = 0
+    terminated_seen: int = 0
+    truncated_seen: int = 0
+
+    @property
+    def source_file(self) -> Path | None:
+        source = inspect.getsourcefile(self.env_class)
+        return Path(source) if source else None
+
+
+def env_factory(reference: str, root: Path = Path(".")) -> Callable[[], Any]:
+    """A function making one instance of ``reference`` the way its Driver does."""
+    if reference.startswith("gymnasium:"):
+        import gymnasium
+
+        env_id = reference.split(":", 1)[1]
+
+        def make() -> Any:
+            try:
+                return gymnasium.make(env_id, disable_env_checker=True)
+            except gymnasium.error.Error as e:
+                raise BadInput(f"cannot make gymnasium env {env_id!r}: {e}") from None
+
+        make()  # fail early, with the one-line error
+        return make
+    path_text, sep, class_name = reference.rpartition(":")
+    if not sep or not path_text.endswith(".py"):
+        raise BadInput(
+            f"init drafts gymnasium:<id> and file.py:Class references, got {reference!r}"
+        )
+    from envforge.backends.jax import load_module
+
+    path = Path(path_text) if Path(path_text).is_absolute() else root / path_text
+    if not path.is_file():
+        raise BadInput(f"reference file not found: {path}")
+    cls = getattr(load_module(path), class_name, None)
+    if not inspect.isclass(cls):
+        raise BadInput(f"{path} has no class {class_name!r}")
+    return cls
+
+
+def probe(
+    reference: str, make: Callable[[], Any], episodes: int = 24, max_steps: int = 4000
+) -> Probe:
+    """Roll ``episodes`` random episodes (uniform, then sticky actions in turn) (at most ``max_steps`` steps in all) and watch."""
+    env = make()
+    time_limit = find_time_limit(env)
+    stats: dict[str, AttrStats] = {}
+    result = Probe(
+        reference=reference,
+        env_class=type(core(env)),
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        max_episode_steps=None if time_limit is None else int(time_limit._max_episode_steps),
+        attrs=stats,
+    )
+    env.action_space.seed(0)
+    sticky = np.random.default_rng(0)
+    previous: dict[str, Value] | None = None
+    cap = result.max_episode_steps or 1000
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=episode)
+        previous = _record(stats, snapshot(env, time_limit), previous, False, obs)
+        result.episodes += 1
+        action = env.action_space.sample()
+        for _ in range(cap):
+            # odd episodes repeat actions (p = 0.9): long runs reach states far from the reset
+            if episode % 2 == 0 or sticky.random() > 0.9:
+                action = env.action_space.sample()
+            rng_before = _rng_state(env)
+            obs, _, terminated, truncated, _ = env.step(action)
+            result.rng_draws_in_step |= _rng_state(env) != rng_before
+            previous = _record(stats, snapshot(env, time_limit), previous, True, obs)
+            result.steps += 1
+            result.terminated_seen += bool(terminated)
+            result.truncated_seen += bool(truncated)
+            if terminated or truncated or result.steps >= max_steps:
+                break
+        if result.steps >= max_steps and episode >= 3:
+            break
+    if callable(getattr(env, "close", None)):
+        env.close()
+    return result
+
+
+def _rng_state(env: Any) -> Any:
+    rng = getattr(core(env), "_np_random", None)
+    return None if rng is None else repr(rng.bit_generator.state)
+
+
+def _record(
+    stats: dict[str, AttrStats],
+    snap: dict[str, Value],
+    previous: dict[str, Value] | None,
+    after_step: bool,
+    obs: Any,
+) -> dict[str, Value]:
+    obs_array = np.asarray(obs)
+    for name, value in snap.items():
+        entry = stats.setdefault(name, AttrStats(name))
+        entry.see(value, after_step, obs_array)
+        if previous is not None and (name not in previous or not previous[name].same_as(value)):
+            if after_step:
+                entry.changed_on_step = True
+            else:
+                entry.changed_on_reset = True
+    return snap
+
+
+def state_attributes(p: Probe) -> tuple[list[AttrStats], list[tuple[str, str]]]:
+    """Numeric attributes that change (canonical candidates), and the other changing
+    attributes with why each cannot be a field as it is."""
+    candidates: list[AttrStats] = []
+    left_out: list[tuple[str, str]] = []
+    for name, s in p.attrs.items():
+        if not s.changes or name == ELAPSED_STEPS:
+            continue
+        if s.kinds == {RNG} or name == "_np_random_seed":
+            continue  # the RNG and the seed it was made from: the spec's [rng] mode
+        if s.numeric:
+            candidates.append(s)
+        elif NONE in s.kinds and s.kinds <= {NONE, NUMERIC}:
+            left_out.append((name, "None at times (e.g. after reset), a number at others"))
+        elif NUMERIC in s.kinds and len(s.shapes) > 1:
+            shapes = ", ".join(str(list(x)) for x in sorted(s.shapes))
+            left_out.append((name, f"changes size ({shapes}): needs a fixed array and a count"))
+        else:
+            left_out.append((name, f"a {s.type_name or 'non-numeric'} object, not a number"))
+    return candidates, left_out

@@ -1,0 +1,256 @@
+"""The self-check: is the spec's canonical state the reference's whole state?
+
+The reference is verified against itself through the canonical state. One side is the
+original, stepped directly (``live.LiveBatch``); the other is the reference Driver, which
+writes a canonical state into a freshly reset instance, steps it and reads it back, exactly as
+every level of ``verify`` drives it. Both get the same actions, and are compared as ``verify``
+compares a port (the spec's comparison mode and tolerances):
+
+* L1, one step from every state the original reaches (the Driver re-synced each step);
+* L2, sequences of ``segment`` steps the Driver runs on its own state from a reached state;
+* L3, whole episodes the Driver runs on its own state from the reset.
+
+A field left out (a hidden counter, a cached value, an RNG that ``step`` draws from) makes
+them differ. The finding then names the attributes outside the canonical state that explain
+it: those whose value, copied from the original into the reloaded instance, makes the step
+agree (``live.outside_state``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from envforge.backends.base import State, Transition, take_state
+from envforge.backends.gymnasium import GymnasiumDriver
+from envforge.backends.recipe import build_driver, reference_recipe
+from envforge.draft.live import LiveBatch, first_row, outside_state, replay_to
+from envforge.errors import BadInput
+from envforge.spec import EnvSpec
+from envforge.verify.compare import Diff, compare_transitions
+from envforge.verify.findings import Finding, to_jsonable
+from envforge.verify.policies import rollout_policies
+
+LEVELS = {
+    1: "one step from each reached state",
+    2: "sequences from reached states",
+    3: "whole episodes from the reset",
+}
+
+
+@dataclass(frozen=True)
+class SelfCheckConfig:
+    episodes: int = 8
+    """Episodes per policy (uniform random, sticky random, the spec's scripted policies)."""
+    segment: int = 8
+    """L2: steps the Driver runs on its own state before it is re-synced to the original."""
+    max_steps: int | None = None
+    """Steps per episode at most (default: the spec's episode cap)."""
+    seed: int = 0
+
+
+@dataclass
+class SelfCheckResult:
+    env: str
+    levels: dict[int, str] = field(default_factory=dict)
+    """Level -> ``pass`` or ``fail``."""
+    findings: list[Finding] = field(default_factory=list)
+    steps: int = 0
+    """Steps of the original compared (each compared at every level still passing)."""
+    wall_s: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return all(status == "pass" for status in self.levels.values())
+
+    def summary(self) -> str:
+        verdict = "passes" if self.passed else "FAILS"
+        levels = ", ".join(f"L{lv} {s}" for lv, s in sorted(self.levels.items()))
+        return (
+            f"self-check {verdict} for {self.env} ({levels}; {self.steps} steps, "
+            f"{self.wall_s:.1f} s)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "env": self.env,
+            "passed": self.passed,
+            "levels": {f"L{k}": v for k, v in sorted(self.levels.items())},
+            "steps": self.steps,
+            "wall_s": round(self.wall_s, 3),
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+def reference_driver(spec: EnvSpec) -> GymnasiumDriver:
+    """The spec's reference, in this process (the self-check reaches inside its instances)."""
+    driver = build_driver(reference_recipe(spec))
+    if not isinstance(driver, GymnasiumDriver):
+        driver.close()
+        raise BadInput(
+            f"{spec.name}: the self-check supports gymnasium and Python references, not "
+            f"{spec.reference_kind}"
+        )
+    return driver
+
+
+def self_check(spec: EnvSpec, config: SelfCheckConfig | None = None) -> SelfCheckResult:
+    """Run L1–L3 of the reference against itself through ``spec``'s canonical state."""
+
+    config = config or SelfCheckConfig()
+    start = time.perf_counter()
+    result = SelfCheckResult(env=spec.name, levels={lv: "pass" for lv in LEVELS})
+    driver = reference_driver(spec)
+    live = LiveBatch(driver, config.episodes)
+    try:
+        rng = np.random.default_rng([config.seed, 19])
+        for k, policy in enumerate(rollout_policies(spec, rng)):
+            seeds = np.arange(config.episodes) + config.seed * 100_003 + k * config.episodes
+            _episodes(spec, driver, live, policy, seeds.astype(np.uint32), config, result)
+            if not result.passed and all(s == "fail" for s in result.levels.values()):
+                break
+    finally:
+        live.close()
+        driver.close()
+    result.wall_s = time.perf_counter() - start
+    return result
+
+
+def _episodes(
+    spec: EnvSpec,
+    driver: GymnasiumDriver,
+    live: LiveBatch,
+    policy: Any,
+    seeds: np.ndarray,
+    config: SelfCheckConfig,
+    result: SelfCheckResult,
+) -> None:
+    """One batch of episodes under ``policy``; records the first failure of each level."""
+    n = len(seeds)
+    state, obs = live.reset(seeds)
+    chains: dict[int, State] = {2: state, 3: state}  # the Driver's own states (L2, L3)
+    rows = np.arange(n)
+    history: list[np.ndarray] = []
+    policy.reset(n)
+    for t in range(config.max_steps or spec.episode_cap):
+        acts = policy.act(obs, np.full(len(rows), t))
+        full = np.zeros((n, *spec.action.shape), dtype=spec.action.dtype)
+        full[rows] = acts
+        history.append(full)
+        if t % config.segment == 0:
+            chains[2] = state
+        stepped = {1: driver.step(state, acts)} if result.levels[1] == "pass" else {}
+        for level in (2, 3):
+            if result.levels[level] == "pass":
+                stepped[level] = driver.step(chains[level], acts)
+        expected = live.step(rows, acts)
+        result.steps += len(rows)
+        for level, got in stepped.items():
+            before = state if level == 1 else chains[level]
+            diff = compare_transitions(spec, expected, got, before, acts)
+            i = diff.first()
+            if i is not None:
+                result.levels[level] = "fail"
+                result.findings.append(
+                    _finding(
+                        spec,
+                        driver,
+                        live,
+                        level,
+                        diff,
+                        i,
+                        rows,
+                        seeds,
+                        history,
+                        before,
+                        acts,
+                        expected,
+                        got,
+                        policy.name,
+                        t,
+                    )
+                )
+                # explaining it replayed the original to before this step: bring it back
+                env = int(rows[i])
+                replay_to(live, env, int(seeds[env]), [h[env] for h in history])
+        keep = ~(expected.terminated | expected.truncated)
+        rows = rows[keep]
+        if not len(rows) or all(s == "fail" for s in result.levels.values()):
+            return
+        state = take_state(expected.state, keep)
+        for level in (2, 3):
+            if level in stepped:
+                chains[level] = take_state(stepped[level].state, keep)
+        obs = expected.obs[keep]
+
+
+def _finding(
+    spec: EnvSpec,
+    driver: GymnasiumDriver,
+    live: LiveBatch,
+    level: int,
+    diff: Diff,
+    i: int,
+    rows: np.ndarray,
+    seeds: np.ndarray,
+    history: list[np.ndarray],
+    before: State,
+    acts: np.ndarray,
+    expected: Transition,
+    got: Transition,
+    policy: str,
+    t: int,
+) -> Finding:
+    env = int(rows[i])
+    keys = diff.keys_at(i)
+    replay_to(live, env, int(seeds[env]), [h[env] for h in history[:-1]])
+    live_before = live.read(np.array([env]))
+    causes, others, values = outside_state(
+        driver, live, env, live_before, acts[i], expected.take(i)
+    )
+    if causes:
+        why = (
+            "; outside the canonical state, "
+            + ", ".join(
+                f"{n} ({values[n][0]} on the original, {values[n][1]} after reload)" for n in causes
+            )
+            + (" explains it" if len(causes) == 1 else " explain it together")
+        )
+    elif others:
+        why = f"; outside the canonical state {', '.join(others)} differ, but none explains it"
+    else:
+        why = (
+            "; nothing outside the canonical state differs: the canonical state changes the "
+            "values it carries (a dtype or range that does not round-trip?)"
+        )
+    if level > 1:
+        why += f" (the Driver's own state before this step: {_row(first_row(before, i))})"
+    message = (
+        f"self-check L{level} ({LEVELS[level]}): policy {policy}, seed {int(seeds[env])}, "
+        f"step {t}: stepping through the canonical state differs from the original in "
+        f"{', '.join(keys)}{why}"
+    )
+    return Finding(
+        level=level,
+        check="selfcheck.outside_state" if causes else "selfcheck.mismatch",
+        message=message,
+        fields=keys,
+        seed=int(seeds[env]),
+        step=t,
+        actions=[to_jsonable(h[env]) for h in history],
+        state_before=_row(live_before),
+        expected=to_jsonable({k: _value(expected, k, i) for k in keys}),
+        actual=to_jsonable({k: _value(got, k, i) for k in keys}),
+        extra={"outside_state": causes, "also_differ": others, "policy": policy},
+    )
+
+
+def _row(state: State) -> dict[str, Any]:
+    return to_jsonable({k: v[0] for k, v in state.items()})
+
+
+def _value(tr: Transition, key: str, i: int) -> Any:
+    return tr.state[key][i] if key in tr.state else getattr(tr, key)[i]

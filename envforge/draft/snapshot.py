@@ -1,0 +1,97 @@
+"""The full attribute state of a stateful reference object, as comparable values.
+
+Drafting a spec and explaining a failed self-check both ask the same question: which of the
+object's attributes hold state? A snapshot turns every attribute of the unwrapped env (and the
+counters of its gymnasium wrappers) into a plain value that can be compared with ``==``:
+numbers and numeric arrays as numpy arrays, a numpy ``Generator`` as its bit generator's state,
+anything else as a digest of its pickle (or its repr when it cannot be pickled).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from envforge.backends.attrs import ELAPSED_STEPS
+from envforge.backends.gymnasium import core
+
+RNG = "rng"
+NUMERIC = "numeric"
+NONE = "none"
+OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Value:
+    """One attribute's value in a snapshot: its kind and a comparable payload."""
+
+    kind: str
+    """``numeric`` (payload: ndarray), ``rng`` (bit generator state), ``none`` or ``other``."""
+    payload: Any
+
+    def same_as(self, other: Value) -> bool:
+        if self.kind != other.kind:
+            return False
+        if self.kind == NUMERIC:
+            a, b = self.payload, other.payload
+            return bool(a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b))
+        return bool(self.payload == other.payload)
+
+    def show(self) -> str:
+        if self.kind == NUMERIC:
+            a = self.payload
+            return repr(a.item()) if a.ndim == 0 else np.array2string(a, threshold=8)
+        if self.kind == RNG:
+            return "numpy Generator"
+        return "None" if self.kind == NONE else f"<{self.payload[0]}>"
+
+
+def _skipped(value: Any) -> bool:
+    """Parts of an env that are never its state: spaces, its registry spec, code."""
+    from gymnasium import Env, Space
+    from gymnasium.envs.registration import EnvSpec as GymSpec
+
+    return callable(value) or isinstance(value, Space | GymSpec | Env)
+
+
+def value_of(value: Any) -> Value:
+    if value is None:
+        return Value(NONE, None)
+    if isinstance(value, np.random.Generator):
+        return Value(RNG, repr(value.bit_generator.state))
+    if isinstance(value, bool | int | float | np.number | np.bool_):
+        return Value(NUMERIC, np.asarray(value))
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return Value(NUMERIC, value.copy())
+    if (
+        isinstance(value, tuple | list)
+        and value
+        and all(isinstance(v, bool | int | float | np.number) for v in value)
+    ):
+        return Value(NUMERIC, np.asarray(value))  # MountainCar keeps its state as a tuple
+    try:
+        digest = hashlib.sha1(pickle.dumps(value, protocol=4)).hexdigest()
+    except Exception:  # unpicklable objects (renderers, native handles): compare their repr
+        digest = repr(value)
+    return Value(OTHER, (type(value).__name__, digest))
+
+
+def snapshot(env: Any, time_limit: Any = None) -> dict[str, Value]:
+    """Every state-like attribute of ``env``'s core object, plus the TimeLimit counter."""
+    out: dict[str, Value] = {}
+    for name, value in vars(core(env)).items():
+        if not _skipped(value):
+            out[name] = value_of(value)
+    if time_limit is not None:
+        out[ELAPSED_STEPS] = value_of(int(time_limit._elapsed_steps))
+    return out
+
+
+def differing(a: dict[str, Value], b: dict[str, Value]) -> list[str]:
+    """Attribute names whose values differ between two snapshots (or exist in only one)."""
+    names = list(a) + [n for n in b if n not in a]
+    return [n for n in names if n not in a or n not in b or not a[n].same_as(b[n])]

@@ -1,0 +1,201 @@
+"""`envforge init`: a spec drafted from the reference, and the self-check that proves its
+canonical state is the reference's whole state (a hidden counter must make it fail, by name)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from typer.testing import CliRunner
+
+from envforge.cli import app
+from envforge.draft.selfcheck import self_check
+from envforge.errors import BadInput
+from envforge.spec import load_spec
+from envforge.verify.selfcheck_cache import cached_or_run
+
+WALK = '''
+import numpy as np
+from gymnasium import spaces
+
+
+class CounterWalk:
+    """A walk on a line; every third push is twice as strong: a private counter decides."""
+
+    def __init__(self):
+        self.observation_space = spaces.Box(-100.0, 100.0, (1,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.pos = 0
+        self._pushes = None
+
+    def _get_obs(self):
+        return np.array([self.pos], np.float32)
+
+    def reset(self, seed=None, options=None):
+        self.np_random = np.random.default_rng(seed)
+        self.pos = int(self.np_random.integers(-3, 4))
+        self._pushes = RESET_PUSHES
+        return self._get_obs(), {}
+
+    def step(self, action):
+        self._pushes = 1 if self._pushes is None else self._pushes + 1
+        size = 2 if self._pushes % 3 == 0 else 1
+        self.pos += size if action == 1 else -size
+        return self._get_obs(), 1.0, abs(self.pos) >= 10, False, {}
+'''
+
+
+def walk(tmp_path: Path, reset_pushes: str) -> Path:
+    """The walk with its counter reset to ``reset_pushes``: ``None`` hides it from drafting
+    (None is no number), ``0`` makes it an int field the draft can carry."""
+    path = tmp_path / "walk.py"
+    path.write_text(WALK.replace("RESET_PUSHES", reset_pushes))
+    return path
+
+
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Ran]:
+    """The command line in this process (no interpreter start per call), own cache."""
+    monkeypatch.setenv("ENVFORGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def run(*args: str) -> Ran:
+        result = CliRunner().invoke(app, list(args))
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        return Ran(result.exit_code, result.stdout)
+
+    return run
+
+
+def envforge(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    """The command line as a user runs it: bad input is one line on stderr and exit code 2."""
+    env = dict(os.environ, COLUMNS="200", ENVFORGE_CACHE=str(cache))
+    return subprocess.run(
+        [sys.executable, "-m", "envforge.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_hidden_counter_fails_the_self_check_by_name(tmp_path: Path, cli: Callable) -> None:
+    ref = walk(tmp_path, "None")
+    out = tmp_path / "spec"
+    result = cli("init", "--ref", f"{ref}:CounterWalk", "--out", str(out))
+    assert result.returncode == 1, result.stdout
+    assert "self-check FAILS" in result.stdout
+    assert "_pushes" in result.stdout and "explains it" in result.stdout, result.stdout
+    assert "not written" in result.stdout
+    assert not (out / "env.toml").exists()
+
+    forced = cli("init", "--ref", f"{ref}:CounterWalk", "--out", str(out), "--force")
+    assert forced.returncode == 1 and (out / "env.toml").is_file(), forced.stdout
+    spec = load_spec(out / "env.toml")
+    assert spec.field_names == ["pos"]
+    assert "_pushes: None at times" in (out / "env.toml").read_text()
+    result = self_check(spec)
+    assert not result.passed
+    assert result.findings[0].extra["outside_state"] == ["_pushes"]
+
+    # verify checks a new spec first, and stops before any port is needed
+    verified = cli(
+        "verify",
+        "--ref",
+        f"{ref}:CounterWalk",
+        "--spec",
+        str(out / "env.toml"),
+        "--port",
+        str(tmp_path),
+    )
+    assert verified.returncode == 1, verified.stdout
+    assert "spec self-check failed" in verified.stdout and "_pushes" in verified.stdout
+
+
+def test_a_counter_the_draft_can_carry_passes(tmp_path: Path, cli: Callable) -> None:
+    ref = walk(tmp_path, "0")
+    out = tmp_path / "spec"
+    result = cli("init", "--ref", f"{ref}:CounterWalk", "--out", str(out))
+    assert result.returncode == 0, result.stdout
+    spec = load_spec(out / "env.toml")
+    assert set(spec.field_names) == {"pos", "pushes"}
+    assert spec.field("pushes").attr == "_pushes"
+    assert spec.compare.mode == "exact"  # integer state
+    assert (out / "README.md").is_file()
+    # init kept the verdict: verify's self-check of this exact spec costs nothing now
+    outcome = cached_or_run(spec)
+    assert outcome is not None
+    verdict, cached = outcome
+    assert cached and verdict["passed"]
+
+
+def test_cartpole_draft_finds_the_hand_written_state(tmp_path: Path, cli: Callable) -> None:
+    out = tmp_path / "cartpole"
+    result = cli("init", "--ref", "gymnasium:CartPole-v1", "--out", str(out))
+    assert result.returncode == 0, result.stdout
+    spec = load_spec(out / "env.toml")
+    shipped = load_spec(ROOT / "references" / "cartpole" / "env.toml")
+    assert spec.field_names == shipped.field_names  # x, x_dot, theta, theta_dot, time
+    assert [f.attr for f in spec.state] == [f.attr for f in shipped.state]
+    assert [f.dtype for f in spec.state] == [f.dtype for f in shipped.state]
+    assert spec.rng.mode == "sync" and spec.compare.mode == "tolerance"
+    assert spec.termination is not None and "after.theta" in spec.termination
+    text = (out / "env.toml").read_text()
+    assert "steps_beyond_terminated" in text and "observed over" in text
+
+
+def test_dropping_a_field_of_a_shipped_spec_is_named(tmp_path: Path) -> None:
+    shipped = load_spec(ROOT / "references" / "mountaincar" / "env.toml")
+    table = shipped.model_dump()
+    table["state"] = [f for f in table["state"] if f["name"] != "time"]
+    result = self_check(type(shipped).model_validate(table))
+    assert not result.passed
+    finding = result.findings[0]
+    assert finding.fields == ["truncated"]
+    assert finding.extra["outside_state"] == ["@elapsed_steps"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--ref", "nowhere.py:Env"), "nowhere.py"),
+        (
+            ("--ref", "gymnasium:CartPole-v1", "--out", str(ROOT / "references" / "cartpole")),
+            "--force",
+        ),
+        (("--ref", "gymnasium:CartPole-v1", "--episodes", "0"), "--episodes"),
+    ],
+)
+def test_init_bad_input(cli: Callable, args: tuple[str, ...], needle: str) -> None:
+    with pytest.raises(BadInput, match=re.escape(needle)):
+        cli("init", *args)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("init", "--ref", "gymnasium:NoSuchEnv-v0"), "NoSuchEnv-v0"),
+        # a reference without a spec: one line that says how to draft it
+        (("translate", "--ref", "gymnasium:Taxi-v4"), "envforge init --ref gymnasium:Taxi-v4"),
+    ],
+)
+def test_bad_input_is_one_line(tmp_path: Path, args: tuple[str, ...], needle: str) -> None:
+    result = envforge(*args, cache=tmp_path)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], result.stderr
