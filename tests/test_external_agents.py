@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import anyio
@@ -83,6 +84,10 @@ def test_workspaces_for_rust_and_for_a_gymnasium_reference(tmp_path: Path) -> No
     task = (rust.root / "CLAUDE.md").read_text()
     assert '[lib]\nname = "pong_rust"' in task and "`./verify 0-3`" in task
     assert rust.port == "port" and (rust.root / "port").is_dir()
+    gemini = json.loads((rust.root / ".gemini" / "settings.json").read_text())
+    assert gemini["mcpServers"]["envforge"]["args"][-3:] == ["mcp", "--workspace", str(rust.root)]
+    codex = tomllib.loads((rust.root / ".codex" / "config.toml").read_text())
+    assert codex["mcp_servers"]["envforge"]["command"] == sys.executable
     gym = write_workspace(spec_for_name("cartpole"), "jax", tmp_path / "gym")
     assert gym.reference == "gymnasium:CartPole-v1"
     copied = (gym.root / "reference" / "cartpole_gymnasium.py").read_text()
@@ -134,27 +139,16 @@ def test_mcp_server_over_stdio_verifies_a_broken_port_and_localizes_it(tmp_path:
     from mcp import Client, StdioServerParameters
 
     bug = "paddle_yr = jnp.clip(state.paddle_yr + move, f32(0.0), HEIGHT - PADDLE_H)"
-    broken = apply_patch(
-        PONG_PORT, tmp_path / "broken", (bug, "paddle_yr = state.paddle_yr + move")
-    )
+    ws = write_workspace(spec_for_name("pong"), "jax", tmp_path / "ws").root
+    broken = apply_patch(PONG_PORT, ws / "port", (bug, "paddle_yr = state.paddle_yr + move"))
     (line,) = broken.lines
+    # started as the workspace's .mcp.json says (Claude Code's project config)
+    configured = json.loads((ws / ".mcp.json").read_text())["mcpServers"]["envforge"]
     server = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "envforge.cli",
-            "mcp",
-            "--env",
-            "pong",
-            "--port",
-            str(broken.path.parent),
-            "--workspace",
-            str(tmp_path),
-            "--sandbox",
-            "none",
-        ],  # fmt: skip
+        command=configured["command"],
+        args=[*configured["args"], "--sandbox", "none"],
         env={"PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"},
-        cwd=str(ROOT),
+        cwd=str(tmp_path),
     )
 
     async def session() -> dict[str, str]:
@@ -181,11 +175,26 @@ def test_mcp_server_over_stdio_verifies_a_broken_port_and_localizes_it(tmp_path:
     verdict = texts["verify"]
     assert verdict.startswith("verdict: not equivalent") and "contract.obs_bounds" in verdict
     assert "Fields that differ: paddle_yr" in verdict
-    assert f"pong.py:{line}: paddle_yr = state.paddle_yr + move" in verdict  # localized
+    assert f"port/pong.py:{line}: paddle_yr = state.paddle_yr + move" in verdict  # localized
+    assert "reference/pong.c:111: env->paddle_yr = clampf(" in verdict
     repair = texts["repair_prompt"]
     assert f"pong.py:{line}: paddle_yr = state.paddle_yr + move" in repair
     assert f"{line}  " in repair and '`verify(levels="0-1")`' in repair
     assert json.loads(texts["latest_report"])["verdict"] == "not equivalent"
     assert 'name = "pong"' in texts["spec"]
     assert texts["bench"] == "error: batch_size must be positive"
-    assert (tmp_path / ".envforge" / "last-report.json").is_file()
+    assert (ws / ".envforge" / "last-report.json").is_file()
+
+
+def test_mcp_serves_any_port_without_a_workspace(tmp_path: Path) -> None:
+    from envforge.commands.mcp import _config
+    from envforge.external.mcp_server import VerifierSession
+
+    config = _config(tmp_path, "pong", None, None, PONG_PORT, "jax", "0-1")
+    assert (
+        config.port_path() == PONG_PORT and config.spec_path() == ROOT / "references/pong/env.toml"
+    )
+    session = VerifierSession(config, "none")
+    assert "env->ball_vy" in session.reference_text() and 'name = "pong"' in session.spec_text()
+    assert session.verify("7", 1.0).startswith("error: --levels")  # one line for the agent
+    assert session.repair_prompt() == "No report yet: call verify first."

@@ -6,6 +6,7 @@ the rendered task as AGENTS.md / CLAUDE.md / GEMINI.md, and a ``verify`` entry p
 <out>/port/                             where the agent writes the port
 <out>/verify                            ./verify [LEVELS] [envforge verify options]
 <out>/envforge-workspace.toml           what ./verify and ``envforge mcp`` verify
+<out>/.mcp.json, .gemini/, .codex/      ``envforge mcp`` on this workspace, for each agent CLI
 """
 
 from __future__ import annotations
@@ -132,7 +133,37 @@ def write_workspace(spec: EnvSpec, target: str, out: Path, levels: str = "0-3") 
     script = root / VERIFY_SCRIPT
     script.write_text(verify_script(config))
     script.chmod(0o755)
+    write_mcp_configs(root)
     return config
+
+
+MCP_TIMEOUT_S = 1800
+"""A full verification takes minutes; agent CLIs cut tool calls far sooner by default."""
+
+
+def mcp_command(root: Path) -> tuple[str, list[str]]:
+    """``envforge mcp`` on this workspace, through the interpreter that wrote it."""
+    return sys.executable, ["-m", "envforge.cli", "mcp", "--workspace", str(root)]
+
+
+def write_mcp_configs(root: Path) -> None:
+    """Project-level MCP configs, so an agent CLI started in the workspace finds the verifier:
+    ``.mcp.json`` (Claude Code), ``.gemini/settings.json`` (Gemini CLI), ``.codex/config.toml``
+    (Codex CLI; read in trusted projects). Each asks the user before it starts a server."""
+    command, args = mcp_command(root)
+    server = {"command": command, "args": args}
+    (root / ".mcp.json").write_text(json.dumps({"mcpServers": {"envforge": server}}, indent=2))
+    gemini = {"mcpServers": {"envforge": {**server, "timeout": MCP_TIMEOUT_S * 1000}}}
+    (root / ".gemini").mkdir(exist_ok=True)
+    (root / ".gemini" / "settings.json").write_text(json.dumps(gemini, indent=2))
+    (root / ".codex").mkdir(exist_ok=True)
+    (root / ".codex" / "config.toml").write_text(
+        "[mcp_servers.envforge]\n"
+        f"command = {json.dumps(command)}\n"
+        f"args = {json.dumps(args)}\n"
+        "startup_timeout_sec = 60\n"
+        f"tool_timeout_sec = {MCP_TIMEOUT_S}\n"
+    )
 
 
 def _reference_argument(spec: EnvSpec, copy: Path, sources: list) -> str:
