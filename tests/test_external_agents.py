@@ -23,9 +23,11 @@ import pytest
 from conftest import PONG_PORT, ROOT, apply_patch
 
 from envforge.commands.verify import rerun_command
+from envforge.errors import BadInput
 from envforge.external.next_prompt import next_repair_prompt
 from envforge.external.workspace import CONFIG_FILE, TASK_FILES, load_config, write_workspace
 from envforge.locate import spec_for_name
+from envforge.spec import load_spec
 from envforge.verify.findings import Finding, SourceLocation
 from envforge.verify.report import LevelResult, Report
 
@@ -198,3 +200,13 @@ def test_mcp_serves_any_port_without_a_workspace(tmp_path: Path) -> None:
     assert "env->ball_vy" in session.reference_text() and 'name = "pong"' in session.spec_text()
     assert session.verify("7", 1.0).startswith("error: --levels")  # one line for the agent
     assert session.repair_prompt() == "No report yet: call verify first."
+
+
+def test_a_reference_outside_its_spec_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    shutil.copy(ROOT / "references/pong/pong.c", tmp_path / "src" / "pong.c")
+    (tmp_path / "spec").mkdir()
+    toml = (ROOT / "references/pong/env.toml").read_text()
+    (tmp_path / "spec" / "env.toml").write_text(toml.replace('"pong.c"', '"../src/pong.c"', 1))
+    with pytest.raises(BadInput, match="outside"):
+        write_workspace(load_spec(tmp_path / "spec"), "jax", tmp_path / "ws")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from envforge.errors import BadInput
 from envforge.prompts import render as prompts
-from envforge.prompts.sources import reference_sources
+from envforge.prompts.sources import SourceFile, reference_sources
 from envforge.repair.workspace import port_layout
 from envforge.spec import EnvSpec, load_spec
 
@@ -92,6 +92,11 @@ def write_workspace(spec: EnvSpec, target: str, out: Path, levels: str = "0-3") 
     check_out(out)
     root = out.resolve()
     sources = reference_sources(spec)
+    for source in sources:  # the workspace copies the spec's folder, and only that
+        if source.path is not None and not source.path.resolve().is_relative_to(
+            spec.root.resolve()
+        ):
+            raise BadInput(f"{source.path} is outside {spec.root}: cannot copy it into a workspace")
     reference = root / "reference"
     if reference.exists():
         shutil.rmtree(reference)
@@ -166,7 +171,7 @@ def write_mcp_configs(root: Path) -> None:
     )
 
 
-def _reference_argument(spec: EnvSpec, copy: Path, sources: list) -> str:
+def _reference_argument(spec: EnvSpec, copy: Path, sources: list[SourceFile]) -> str:
     """The reference as the workspace's verifier names it; a gymnasium class is also written
     out (without its drawing code) so the agent can read it beside the spec."""
     if spec.reference_kind == "gymnasium":
