@@ -75,10 +75,14 @@ class VerifyContext:
             if k in diff.ulp:
                 error[f"{k}.ulp"] = float(diff.ulp[k][i])
         ref_lines, port_lines = self.localize(_localization_keys(keys, self.spec.field_names))
+        elements = [e for k in keys if (e := _first_element(ref, port, k, i)) is not None]
+        if elements:
+            extra.setdefault("extra", {})["elements"] = elements
+        named = ", ".join(keys) + (f" (first at {', '.join(elements)})" if elements else "")
         return Finding(
             level=level,
             check=check,
-            message=message.format(fields=", ".join(keys)),
+            message=message.format(fields=named),
             fields=keys,
             state_before=None if state_before is None else to_jsonable(_single(state_before, i)),
             expected=to_jsonable(expected),
@@ -98,6 +102,17 @@ def _value(tr: Transition, key: str, i: int) -> Any:
     if key in tr.state:
         return tr.state[key][i]
     return getattr(tr, key)[i]
+
+
+def _first_element(ref: Transition, port: Transition, key: str, i: int) -> str | None:
+    """``hand[3]``: the first element that differs in an array-valued field of env ``i``."""
+    a, b = np.asarray(_value(ref, key, i)), np.asarray(_value(port, key, i))
+    if a.ndim == 0 or a.shape != b.shape:
+        return None
+    differs = np.argwhere(~((a == b) | ((a != a) & (b != b))))
+    if not len(differs):
+        return None
+    return key + "".join(f"[{int(j)}]" for j in differs[0])
 
 
 def _localization_keys(keys: list[str], fields: list[str]) -> list[str]:

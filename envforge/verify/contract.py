@@ -40,6 +40,8 @@ def _range_violations(ctx: VerifyContext, state: State) -> list[tuple[str, int]]
             bad |= v < f.low
         if f.high is not None:
             bad |= v > f.high
+        if f.pad is not None:
+            bad &= v != f.pad  # a padded list's sentinel lies outside the items' range
         rows = np.flatnonzero(bad.reshape(len(v), -1).any(axis=1))
         if len(rows):
             out.append((f.name, int(rows[0])))

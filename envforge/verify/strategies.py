@@ -2,7 +2,8 @@
 
 Both respect the spec's ranges and over-weight the boundaries (low, high, zero, and for
 integers low + 1 and high - 1), where ports most often go wrong (off-by-one comparisons,
-clips, wraps).
+clips, wraps). A padded list field (``pad``) is drawn as 1 to half its capacity items
+followed by the sentinel, so that the steps from it have room to grow the list.
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ def field_strategy(f: StateField) -> st.SearchStrategy[Any]:
     if not f.shape:
         return scalar
     size = int(np.prod(f.shape))
+    if f.pad is not None:
+        pad = f.pad
+        return st.lists(scalar, min_size=1, max_size=max(1, size // 2)).map(
+            lambda xs: np.asarray(xs + [pad] * (size - len(xs)), dtype=f.np_dtype).reshape(f.shape)
+        )
     return st.lists(scalar, min_size=size, max_size=size).map(
         lambda xs: np.asarray(xs, dtype=f.np_dtype).reshape(f.shape)
     )
@@ -121,5 +127,11 @@ def sample_states(spec: EnvSpec, rng: np.random.Generator, n: int) -> State:
             edges = np.concatenate([edges, [lo + 1, hi - 1]])  # off-by-one neighbours
         pick = rng.random(shape) < BOUNDARY_P
         values = np.where(pick, rng.choice(edges, size=shape), values)
+        if f.pad is not None and f.shape:
+            size = int(np.prod(f.shape))
+            lengths = rng.integers(1, max(1, size // 2), size=n, endpoint=True)
+            flat = values.reshape(n, size)
+            flat[np.arange(size)[None, :] >= lengths[:, None]] = f.pad
+            values = flat.reshape(shape)
         out[f.name] = values.astype(f.np_dtype)
     return out
