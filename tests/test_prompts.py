@@ -211,3 +211,14 @@ def test_repair_prompt_ranks_and_cuts_the_assigning_lines(tmp_path: Path) -> Non
     shown = [line for line in text.splitlines() if line.startswith("  port/pong.py:")]
     assert len(shown) == prompts.LINES_SHOWN
     assert "(11 more lines that these read are not shown)" in text
+
+
+def test_jax_prompt_tells_a_tape_port_how_to_take_its_draws() -> None:
+
+    frozenlake = spec_for_name("frozenlake")
+    text = prompts.translation_prompt(frozenlake, "jax", "port/frozenlake.py").context
+    assert "step_with_draws(state, action, draws)" in text
+    assert "from envforge.rng.jax_draws import Draws" in text
+    assert "rng.tape" in text and "when=condition" in text
+    pong_text = prompts.translation_prompt(spec_for_name("pong"), "jax", "p.py").context
+    assert "step_with_draws" not in pong_text  # only specs that draw inside step get the block
