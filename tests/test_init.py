@@ -16,10 +16,16 @@ from conftest import ROOT
 from typer.testing import CliRunner
 
 from envforge.cli import app
+from envforge.draft.draft import draft_spec
+from envforge.draft.render import render_toml
 from envforge.draft.selfcheck import self_check
 from envforge.errors import BadInput
 from envforge.spec import load_spec
+from envforge.verify.context import VerifyOptions
+from envforge.verify.runner import verify
 from envforge.verify.selfcheck_cache import cached_or_run
+
+QUICK = VerifyOptions(scale=0.05)
 
 WALK = '''
 import numpy as np
@@ -49,6 +55,39 @@ class CounterWalk:
         size = 2 if self._pushes % 3 == 0 else 1
         self.pos += size if action == 1 else -size
         return self._get_obs(), 1.0, abs(self.pos) >= 10, False, {}
+'''
+
+
+SLIP = '''
+import numpy as np
+from gymnasium import spaces
+
+
+class SlipWalk:
+    """A walk that slips back with probability 1/4 (a draw inside step) in a wind drawn per
+    episode (an attribute that changes on resets only)."""
+
+    def __init__(self):
+        self.observation_space = spaces.Box(-100.0, 100.0, (1,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.pos = 0.0
+        self.wind = 0.0
+
+    def _get_obs(self):
+        return np.array([self.pos], np.float32)
+
+    def reset(self, seed=None, options=None):
+        self.np_random = np.random.default_rng(seed)
+        self.pos = 0.0
+        self.wind = float(self.np_random.uniform(-0.5, 0.5))
+        return self._get_obs(), {}
+
+    def step(self, action):
+        move = 1.0 if action == 1 else -1.0
+        if self.np_random.random() < 0.25:
+            move = -move
+        self.pos += move + self.wind
+        return self._get_obs(), -abs(self.pos), abs(self.pos) >= 8, False, {}
 '''
 
 
@@ -144,6 +183,24 @@ def test_a_counter_the_draft_can_carry_passes(tmp_path: Path, cli: Callable) -> 
     assert cached and verdict["passed"]
 
 
+def test_draws_inside_step_are_taped_and_a_per_episode_attribute_kept(
+    tmp_path: Path, cli: Callable
+) -> None:
+    ref = tmp_path / "slip.py"
+    ref.write_text(SLIP)
+    out = tmp_path / "spec"
+    result = cli("init", "--ref", f"{ref}:SlipWalk", "--out", str(out))
+    assert result.returncode == 0, result.stdout
+    spec = load_spec(out / "env.toml")
+    assert set(spec.field_names) == {"pos", "wind"}  # wind changes on resets only
+    assert spec.rng.step == "tape" and spec.rng.tape_size >= 1
+    # without the wind the same draws give other positions: the self-check names it
+    table = spec.model_dump()
+    table["state"] = [f for f in table["state"] if f["name"] != "wind"]
+    check = self_check(type(spec).model_validate(table))
+    assert not check.passed and check.findings[0].extra["outside_state"] == ["wind"]
+
+
 def test_cartpole_draft_finds_the_hand_written_state(tmp_path: Path, cli: Callable) -> None:
     out = tmp_path / "cartpole"
     result = cli("init", "--ref", "gymnasium:CartPole-v1", "--out", str(out))
@@ -157,6 +214,31 @@ def test_cartpole_draft_finds_the_hand_written_state(tmp_path: Path, cli: Callab
     assert spec.termination is not None and "after.theta" in spec.termination
     text = (out / "env.toml").read_text()
     assert "steps_beyond_terminated" in text and "observed over" in text
+    # the shipped JAX port verifies against the drafted spec (a quick verify)
+    report = verify(spec, ROOT / "generated" / "cartpole" / "jax", [0, 1, 2, 3], QUICK)
+    assert [r.status for r in report.levels] == ["pass"] * 4, report.levels
+
+
+PORT_NAMES = {"pendulum": {"th": "theta", "thdot": "theta_dot"}}
+"""Names a reviewer gives the fields the source names tersely (``th, thdot = self.state``)."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "env", ["cartpole", "mountaincar", "mountaincar_continuous", "pendulum", "acrobot"]
+)
+def test_shipped_jax_ports_verify_against_drafted_specs(tmp_path: Path, env: str) -> None:
+    shipped = load_spec(ROOT / "references" / env / "env.toml")
+    draft = draft_spec(shipped.reference, env, tmp_path)
+    assert draft.check is not None and draft.check.passed, draft.check.summary()
+    text = render_toml(draft)
+    for old, new in PORT_NAMES.get(env, {}).items():
+        text = re.sub(rf'name = "{old}"', f'name = "{new}"', text)
+    (tmp_path / "env.toml").write_text(text)
+    spec = load_spec(tmp_path / "env.toml")
+    assert spec.field_names == shipped.field_names
+    report = verify(spec, ROOT / "generated" / env / "jax", [0, 1, 2, 3], VerifyOptions(scale=0.2))
+    assert [r.status for r in report.levels] == ["pass"] * 4, report.levels
 
 
 def test_dropping_a_field_of_a_shipped_spec_is_named(tmp_path: Path) -> None:

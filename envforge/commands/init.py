@@ -6,7 +6,9 @@ import json
 import os
 import re
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -33,6 +35,22 @@ def _written_reference(ref: str, out: Path) -> str:
     return f"{os.path.relpath(Path(path).resolve(), out.resolve())}:{cls}"
 
 
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """``["map_name=8x8", "is_slippery=true"]`` -> ``{"map_name": "8x8", "is_slippery": True}``
+    (values read as TOML, else as a string)."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise BadInput(f"--option: expected key=value, got {pair!r}")
+        try:
+            value = tomllib.loads(f"v = {text.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text.strip()
+        options[key.strip()] = value
+    return options
+
+
 def init_command(
     ref: str = typer.Option(
         ..., "--ref", help="Reference to draft a spec for: gymnasium:<id> or file.py:Class."
@@ -43,6 +61,12 @@ def init_command(
     name: str = typer.Option(None, "--name", help="Env name (default: from the reference)."),
     force: bool = typer.Option(
         False, "--force", help="Write even if the self-check fails or env.toml exists."
+    ),
+    option: list[str] = typer.Option(
+        None,
+        "--option",
+        help="key=value for the reference's constructor (gymnasium.make), e.g. is_rainy=true; "
+        "repeatable.",
     ),
     episodes: int = typer.Option(8, "--episodes", help="Self-check episodes per policy."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
@@ -67,6 +91,7 @@ def init_command(
         raise BadInput(f"--out {out} is a file; give a directory")
     if (out / "env.toml").exists() and not force:
         raise BadInput(f"{out / 'env.toml'} exists; pass --force to overwrite it")
+    options = parse_options(option or [])
     reference = _written_reference(ref, out)
     # the draft's reference path is relative to out, which must exist for it to resolve
     made_out = not out.exists()
@@ -80,6 +105,7 @@ def init_command(
                 out.resolve(),
                 SelfCheckConfig(episodes=episodes),
                 progress=lambda msg: status.update(f"drafting {env}: {msg}"),
+                options=options,
             )
     finally:
         if made_out and not any(out.iterdir()):

@@ -21,10 +21,12 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import Transition
+from envforge.backends.gymnasium import OBSERVATION_METHODS
 from envforge.draft.fields import FieldDraft, draft_fields
 from envforge.draft.probe import Probe, env_factory, probe, state_attributes
 from envforge.draft.selfcheck import SelfCheckConfig, SelfCheckResult, reference_driver, self_check
 from envforge.draft.source import termination_guess
+from envforge.rng.draws import row_seeds
 from envforge.spec import EnvSpec
 
 NOISE_FACTOR = 100.0
@@ -45,6 +47,9 @@ class Draft:
     termination_note: str = ""
     compare: dict[str, Any] = field(default_factory=dict)
     compare_note: str = ""
+    rng: dict[str, Any] = field(default_factory=lambda: {"mode": "sync"})
+    options: dict[str, Any] = field(default_factory=dict)
+    observation_attr: str | None = None
     rng_note: str = ""
     check: SelfCheckResult | None = None
     root: Any = None
@@ -66,11 +71,13 @@ def draft_spec(
     root: Any,
     config: SelfCheckConfig | None = None,
     progress: Progress | None = None,
+    options: dict[str, Any] | None = None,
 ) -> Draft:
-    """A drafted spec for ``reference`` (written relative to ``root``) and its self-check."""
+    """A drafted spec for ``reference`` (written relative to ``root``, made with ``options``)
+    and its self-check."""
     say = progress or (lambda _msg: None)
     say("probing the reference")
-    make = env_factory(reference, root)
+    make = env_factory(reference, root, options)
     seen = probe(reference, make)
     candidates, left_out = state_attributes(seen)
     draft = Draft(
@@ -81,6 +88,8 @@ def draft_spec(
         left_out=left_out,
         episode_cap=seen.max_episode_steps or 1000,
         root=root,
+        options=dict(options or {}),
+        observation_attr=_observation_attr(seen, candidates),
     )
     _propose_modes(draft)
     _propose_tolerance(draft)
@@ -94,15 +103,27 @@ def draft_spec(
     return draft
 
 
+def _observation_attr(seen: Probe, candidates: list[Any]) -> str | None:
+    """A Discrete observation of an env without an observation method: the attribute it is."""
+    if not hasattr(seen.observation_space, "n"):
+        return None
+    if any(callable(getattr(seen.env_class, m, None)) for m in OBSERVATION_METHODS):
+        return None
+    return next((c.name for c in candidates if c.equals_obs), None)
+
+
 def _propose_modes(draft: Draft) -> None:
     draft.rng_note = (
         "gymnasium draws from numpy's PCG64 (np_random), which a port cannot reproduce bit for "
         "bit: resets are compared as distributions, dynamics from injected states"
     )
-    if draft.probe.rng_draws_in_step:
+    draws = draft.probe.max_draws_per_step
+    if draws:
+        draft.rng = {"mode": "sync", "step": "tape", "tape_size": max(4, 2 * draws)}
         draft.rng_note += (
-            ". step draws from np_random too: if the self-check fails naming _np_random, the "
-            "outcome of a step is random; declare the RNG tape mode (issue 17) for it"
+            f". GUESS: step draws random numbers too (up to {draws} per step seen), so its "
+            'draws are recorded and replayed to the port (step = "tape"; tape_size twice '
+            'the most seen); step = "distribution" compares samples instead (docs/SPEC.md)'
         )
     floats = [f for f in draft.fields if f.dtype.startswith("float")]
     draft.compare = {"mode": "tolerance" if floats else "exact"}
@@ -149,12 +170,14 @@ def _propose_tolerance(draft: Draft, n: int = 64, steps: int = 24) -> None:
         state = driver.reset(np.arange(n, dtype=np.uint32))
         for _ in range(steps):
             acts = random_actions(spec, rng, n)
-            exact = driver.step(state, acts)
+            # both steps draw the same numbers (seeded by the unmoved state), if step draws
+            seeds = row_seeds(state, acts)
+            exact, _ = driver.step_draws(state, acts, seeds, None)
             nudged = dict(state)
             for f in floats:
                 sign = rng.choice([-1.0, 1.0], size=state[f.name].shape)
                 nudged[f.name] = state[f.name] * (1 + sign * F32_EPS)
-            moved = driver.step(nudged, acts)
+            moved, _ = driver.step_draws(nudged, acts, seeds, None)
             _widen(noise, exact, moved, floats)
             live = ~(exact.terminated | exact.truncated)
             if not live.any():

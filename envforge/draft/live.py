@@ -18,6 +18,8 @@ from envforge.backends.attrs import ELAPSED_STEPS
 from envforge.backends.base import State, Transition, batch_size
 from envforge.backends.gymnasium import GymnasiumDriver, core
 from envforge.draft.snapshot import Value, differing, snapshot
+from envforge.rng.draws import row_seeds
+from envforge.rng.recorder import RowLog, recording
 
 
 class LiveBatch:
@@ -42,13 +44,19 @@ class LiveBatch:
         reads = [self.driver.attrs.read(core(self.envs[i]), self.time_limits[i]) for i in rows]
         return stack_rows(self.driver.spec, reads)
 
-    def step(self, rows: np.ndarray, actions: np.ndarray) -> Transition:
+    def step(self, rows: np.ndarray, actions: np.ndarray, before: State) -> Transition:
+        """Step envs ``rows`` (whose canonical states are ``before``) with ``actions``.
+
+        Draws inside ``step`` come from the generator the Driver would hand the same state and
+        action (``rng.draws.row_seeds``): with the whole state canonical, both draw alike."""
         spec = self.driver.spec
         n = len(rows)
         obs, reward = [], np.zeros(n)
         terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
+        seeds = row_seeds(before, actions)
         for j, i in enumerate(rows):
-            o, r, term, trunc, _ = self.envs[i].step(self.driver._action(actions[j]))
+            with recording(core(self.envs[i]), int(seeds[j]), RowLog()):
+                o, r, term, trunc, _ = self.envs[i].step(self.driver._action(actions[j]))
             obs.append(np.array(o, dtype=spec.observation.dtype))
             reward[j], terminated[j], truncated[j] = float(r), bool(term), bool(trunc)
         return Transition(self.read(rows), np.stack(obs), reward, terminated, truncated)
@@ -98,7 +106,9 @@ def outside_state(
         driver._load(0, before)
         for name in names:
             _copy_over(name, live, i, driver)
-        o, r, term, trunc, _ = driver._envs[0].step(driver._action(action))
+        seed = int(row_seeds(before, np.asarray(action)[None])[0])
+        with recording(core(driver._envs[0]), seed, RowLog()):
+            o, r, term, trunc, _ = driver._envs[0].step(driver._action(action))
         got = Transition(
             {k: v[None] for k, v in driver._read(0).items()},
             np.array(o, dtype=driver.spec.observation.dtype)[None],
@@ -167,7 +177,7 @@ def first_row(state: State, i: int) -> State:
 
 def replay_to(live: LiveBatch, i: int, seed: int, actions: list[np.ndarray]) -> None:
     """Bring ``live.envs[i]`` back to where it stood after ``actions`` from ``reset(seed)``."""
-    env = live.envs[i]
-    env.reset(seed=seed)
+    live.envs[i].reset(seed=seed)
     for a in actions:
-        env.step(live.driver._action(a))
+        a = np.asarray(a)[None]
+        live.step(np.array([i]), a, live.read(np.array([i])))

@@ -22,6 +22,7 @@ from envforge.backends.attrs import ELAPSED_STEPS
 from envforge.backends.gymnasium import core, find_time_limit
 from envforge.draft.snapshot import NONE, NUMERIC, RNG, Value, snapshot
 from envforge.errors import BadInput
+from envforge.rng.recorder import RowLog, recording
 
 
 @dataclass
@@ -83,7 +84,8 @@ class Probe:
     action_space: Any
     max_episode_steps: int | None
     attrs: dict[str, AttrStats]
-    rng_draws_in_step: bool = False
+    max_draws_per_step: int = 0
+    """Most random numbers one step drew from the env's generators."""
     steps: int = 0
     episodes: int = 0
     terminated_seen: int = 0
@@ -95,7 +97,9 @@ class Probe:
         return Path(source) if source else None
 
 
-def env_factory(reference: str, root: Path = Path(".")) -> Callable[[], Any]:
+def env_factory(
+    reference: str, root: Path = Path("."), options: dict[str, Any] | None = None
+) -> Callable[[], Any]:
     """A function making one instance of ``reference`` the way its Driver does."""
     if reference.startswith("gymnasium:"):
         import gymnasium
@@ -104,7 +108,9 @@ def env_factory(reference: str, root: Path = Path(".")) -> Callable[[], Any]:
 
         def make() -> Any:
             try:
-                return gymnasium.make(env_id, disable_env_checker=True)
+                return gymnasium.make(env_id, disable_env_checker=True, **(options or {}))
+            except TypeError as e:
+                raise BadInput(f"gymnasium env {env_id!r} rejects the options: {e}") from None
             except gymnasium.error.Error as e:
                 raise BadInput(f"cannot make gymnasium env {env_id!r}: {e}") from None
 
@@ -143,21 +149,28 @@ def probe(
     )
     env.action_space.seed(0)
     sticky = np.random.default_rng(0)
+    # after resets the whole state is compared with the last reset's; after steps, objects
+    # that are no numbers are compared by identity (a change in place shows at the next reset)
+    last_reset: dict[str, Value] | None = None
     previous: dict[str, Value] | None = None
     cap = result.max_episode_steps or 1000
     for episode in range(episodes):
         obs, _ = env.reset(seed=episode)
-        previous = _record(stats, snapshot(env, time_limit), previous, False, obs)
+        last_reset = _record(stats, snapshot(env, time_limit), last_reset, False, obs)
+        previous = snapshot(env, time_limit, shallow=True)
         result.episodes += 1
         action = env.action_space.sample()
         for _ in range(cap):
             # odd episodes repeat actions (p = 0.9): long runs reach states far from the reset
             if episode % 2 == 0 or sticky.random() > 0.9:
                 action = env.action_space.sample()
-            rng_before = _rng_state(env)
-            obs, _, terminated, truncated, _ = env.step(action)
-            result.rng_draws_in_step |= _rng_state(env) != rng_before
-            previous = _record(stats, snapshot(env, time_limit), previous, True, obs)
+            # the env's generators are stood in for during the step, to count its draws
+            log = RowLog()
+            with recording(core(env), result.steps, log):
+                obs, _, terminated, truncated, _ = env.step(action)
+            result.max_draws_per_step = max(result.max_draws_per_step, len(log.draws))
+            shallow = snapshot(env, time_limit, shallow=True)
+            previous = _record(stats, shallow, previous, True, obs)
             result.steps += 1
             result.terminated_seen += bool(terminated)
             result.truncated_seen += bool(truncated)
@@ -168,11 +181,6 @@ def probe(
     if callable(getattr(env, "close", None)):
         env.close()
     return result
-
-
-def _rng_state(env: Any) -> Any:
-    rng = getattr(core(env), "_np_random", None)
-    return None if rng is None else repr(rng.bit_generator.state)
 
 
 def _record(

@@ -69,12 +69,16 @@ def spec_table(draft: Draft, fields: list[FieldDraft]) -> dict[str, Any]:
         "observation": observation_table(draft.probe.observation_space)[0],
         "action": action_table(draft.probe.action_space),
         "state": [f.table() for f in fields],
-        "rng": {"mode": "sync"},
+        "rng": dict(draft.rng),
         "compare": dict(draft.compare),
         "event": _events(draft),
     }
     if draft.termination is not None:
         table["termination"] = draft.termination
+    if draft.options:
+        table["options"] = dict(draft.options)
+    if draft.observation_attr is not None:
+        table["observation"]["attr"] = draft.observation_attr
     return table
 
 
@@ -101,6 +105,9 @@ def _lines(table: dict[str, Any]) -> list[str]:
 def render_toml(draft: Draft) -> str:
     p = draft.probe
     obs, obs_note = observation_table(p.observation_space)
+    if draft.observation_attr is not None:
+        obs["attr"] = draft.observation_attr
+        obs_note += f"; it is the attribute {draft.observation_attr} (the env has no _get_obs)"
     out = [
         f"# {draft.name}: drafted by `envforge init --ref {draft.reference}`. REVIEW EVERY LINE",
         "# marked GUESS or observed (see docs/SPEC.md, 'Reviewing a draft'), then delete this note.",
@@ -123,9 +130,11 @@ def render_toml(draft: Draft) -> str:
     else:
         out.append(f"# termination: {draft.termination_note or 'not drafted'}; add the")
         out.append("# predicate that reproduces `terminated` from after.<field> (docs/SPEC.md)")
+    if draft.options:
+        out += ["", "# passed to the reference's constructor", "[options]", *_lines(draft.options)]
     out += ["", f"# {obs_note}", "[observation]", *_lines(obs)]
     out += ["", "[action]", *_lines(action_table(p.action_space))]
-    out += ["", f"# {draft.rng_note}", "[rng]", 'mode = "sync"']
+    out += ["", f"# {draft.rng_note}", "[rng]", *_lines(draft.rng)]
     out += ["", f"# GUESS: {draft.compare_note}", "[compare]", *_lines(draft.compare)]
     out += ["", "# Canonical state: the attributes the probe saw change (docs/SPEC.md)."]
     for f in draft.fields:

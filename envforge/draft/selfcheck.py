@@ -28,7 +28,7 @@ from envforge.backends.base import State, Transition, take_state
 from envforge.backends.gymnasium import GymnasiumDriver
 from envforge.backends.recipe import build_driver, reference_recipe
 from envforge.draft.live import LiveBatch, first_row, outside_state, replay_to
-from envforge.errors import BadInput
+from envforge.errors import BadInput, ContractViolation
 from envforge.spec import EnvSpec
 from envforge.verify.compare import Diff, compare_transitions
 from envforge.verify.findings import Finding, to_jsonable
@@ -142,11 +142,18 @@ def _episodes(
         history.append(full)
         if t % config.segment == 0:
             chains[2] = state
-        stepped = {1: driver.step(state, acts)} if result.levels[1] == "pass" else {}
-        for level in (2, 3):
-            if result.levels[level] == "pass":
-                stepped[level] = driver.step(chains[level], acts)
-        expected = live.step(rows, acts)
+        try:
+            stepped = {1: driver.step(state, acts)} if result.levels[1] == "pass" else {}
+            for level in (2, 3):
+                if result.levels[level] == "pass":
+                    stepped[level] = driver.step(chains[level], acts)
+        except ContractViolation as e:  # e.g. draws inside step the spec does not declare
+            result.levels = {level: "fail" for level in LEVELS}
+            result.findings.append(
+                Finding(level=1, check="selfcheck.contract", message=f"self-check: {e}")
+            )
+            return
+        expected = live.step(rows, acts, state)
         result.steps += len(rows)
         for level, got in stepped.items():
             before = state if level == 1 else chains[level]

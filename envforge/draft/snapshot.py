@@ -58,7 +58,9 @@ def _skipped(value: Any) -> bool:
     return callable(value) or isinstance(value, Space | GymSpec | Env)
 
 
-def value_of(value: Any) -> Value:
+def value_of(value: Any, shallow: bool = False) -> Value:
+    """``value`` as a comparable Value; ``shallow`` compares other objects by identity only
+    (pickling Taxi's transition table after every step cost the probe 10 s)."""
     if value is None:
         return Value(NONE, None)
     if isinstance(value, np.random.Generator):
@@ -73,6 +75,8 @@ def value_of(value: Any) -> Value:
         and all(isinstance(v, bool | int | float | np.number) for v in value)
     ):
         return Value(NUMERIC, np.asarray(value))  # MountainCar keeps its state as a tuple
+    if shallow:
+        return Value(OTHER, (type(value).__name__, f"id {id(value)}"))
     try:
         digest = hashlib.sha1(pickle.dumps(value, protocol=4)).hexdigest()
     except Exception:  # unpicklable objects (renderers, native handles): compare their repr
@@ -80,12 +84,12 @@ def value_of(value: Any) -> Value:
     return Value(OTHER, (type(value).__name__, digest))
 
 
-def snapshot(env: Any, time_limit: Any = None) -> dict[str, Value]:
+def snapshot(env: Any, time_limit: Any = None, shallow: bool = False) -> dict[str, Value]:
     """Every state-like attribute of ``env``'s core object, plus the TimeLimit counter."""
     out: dict[str, Value] = {}
     for name, value in vars(core(env)).items():
         if not _skipped(value):
-            out[name] = value_of(value)
+            out[name] = value_of(value, shallow)
     if time_limit is not None:
         out[ELAPSED_STEPS] = value_of(int(time_limit._elapsed_steps))
     return out
