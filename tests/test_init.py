@@ -273,7 +273,10 @@ def test_init_bad_input(cli: Callable, args: tuple[str, ...], needle: str) -> No
     [
         (("init", "--ref", "gymnasium:NoSuchEnv-v0"), "NoSuchEnv-v0"),
         # a reference without a spec: one line that says how to draft it
-        (("translate", "--ref", "gymnasium:Taxi-v4"), "envforge init --ref gymnasium:Taxi-v4"),
+        (
+            ("translate", "--ref", "gymnasium:CliffWalkingSlippery-v1"),
+            "envforge init --ref gymnasium:CliffWalkingSlippery-v1",
+        ),
     ],
 )
 def test_bad_input_is_one_line(tmp_path: Path, args: tuple[str, ...], needle: str) -> None:
