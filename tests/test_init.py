@@ -284,3 +284,15 @@ def test_bad_input_is_one_line(tmp_path: Path, args: tuple[str, ...], needle: st
     assert result.returncode == 2, (result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], result.stderr
+
+
+def test_blackjack_hands_are_drafted_as_padded_lists(tmp_path: Path) -> None:
+    draft = draft_spec("gymnasium:Blackjack-v1", "blackjack", tmp_path)
+    assert draft.check is not None and draft.check.passed, draft.check.summary()
+    (tmp_path / "env.toml").write_text(render_toml(draft))
+    spec = load_spec(tmp_path / "env.toml")
+    shipped = load_spec(ROOT / "references" / "blackjack" / "env.toml")
+    assert set(spec.field_names) == set(shipped.field_names)  # player, dealer
+    for name in spec.field_names:
+        assert spec.field(name).pad == 0 and spec.field(name).attr == name
+    assert spec.rng.step == "tape" and spec.observation.shape == (3,)

@@ -33,12 +33,15 @@ class FieldDraft:
     high: float | None = None
     aliases: tuple[str, ...] = ()
     atol: float | None = None
+    pad: float | None = None
     notes: list[str] = field(default_factory=list)
 
     def table(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "dtype": self.dtype}
         if self.shape:
             out["shape"] = list(self.shape)
+        if self.pad is not None:
+            out["pad"] = self.pad
         if self.low is not None:
             out["low"] = self.low
             out["high"] = self.high
@@ -100,11 +103,45 @@ def _unique(name: str, taken: set[str]) -> str:
     return name
 
 
+LIST_CAP = 2
+"""A list's array holds this many times the longest list seen."""
+
+
+def _padded_field(stats: AttrStats, probe: Probe, taken: set[str]) -> FieldDraft:
+    """A list that changes length: a fixed array, then a sentinel no element took."""
+    assert stats.low is not None and stats.high is not None
+    lo, hi = float(stats.low), float(stats.high)
+    dtype, dtype_note = spec_dtype(stats.dtype, lo, hi)
+    pad = 0 if not lo <= 0 <= hi else lo - 1
+    cap = max(4, LIST_CAP * stats.longest)
+    return FieldDraft(
+        _unique(stats.name.lstrip("_") or stats.name, taken),
+        dtype,
+        stats.name,
+        stats.name,
+        shape=(cap,),
+        low=int(lo) if dtype != "float64" else lo,
+        high=int(hi) if dtype != "float64" else hi,
+        pad=pad,
+        notes=[
+            f"{stats.name} is a list whose length changes (longest seen: {stats.longest}): "
+            f"its elements, then pad = {pad:g} (no element took it) up to {cap} (GUESS: the "
+            "most it can hold)",
+            f"range: observed over {probe.episodes} random episodes: widen it to every valid "
+            "element",
+            *([dtype_note] if dtype_note else []),
+        ],
+    )
+
+
 def draft_fields(probe: Probe, candidates: list[AttrStats]) -> list[FieldDraft]:
     """Fields for the candidate attributes (in probe order), then the TimeLimit counter."""
     taken: set[str] = set()
     out: list[FieldDraft] = []
     for stats in candidates:
+        if stats.variable_list:
+            out.append(_padded_field(stats, probe, taken))
+            continue
         (shape,) = stats.shapes
         size = int(np.prod(shape)) if shape else 1
         lo_all = float(stats.low.min()) if stats.low is not None else 0.0

@@ -20,7 +20,7 @@ import numpy as np
 
 from envforge.backends.attrs import ELAPSED_STEPS
 from envforge.backends.gymnasium import core, find_time_limit
-from envforge.draft.snapshot import NONE, NUMERIC, RNG, Value, snapshot
+from envforge.draft.snapshot import LIST, NONE, NUMERIC, RNG, Value, snapshot
 from envforge.errors import BadInput
 from envforge.rng.recorder import RowLog, recording
 
@@ -39,6 +39,8 @@ class AttrStats:
     changed_on_reset: bool = False
     low: np.ndarray | None = None
     high: np.ndarray | None = None
+    longest: int = 0
+    """Most elements seen (lists)."""
     equals_obs: bool = True
     """Its value was the observation after every reset and step (a tabular env's state index)."""
 
@@ -46,12 +48,21 @@ class AttrStats:
         self.kinds.add(value.kind)
         if value.kind == "other":
             self.type_name = value.payload[0]
-        if value.kind != NUMERIC:
+        if value.kind not in (NUMERIC, LIST):
             self.equals_obs = False
             return
         a = value.payload
         self.shapes.add(a.shape)
-        (self.dtypes_after_step if after_step else self.dtypes_after_reset)[a.dtype.name] += 1
+        self.longest = max(self.longest, a.size)
+        if a.size:
+            (self.dtypes_after_step if after_step else self.dtypes_after_reset)[a.dtype.name] += 1
+        if value.kind == LIST:  # elementwise ranges make no sense for a list: one range
+            self.equals_obs = False
+            if a.size:
+                lo, hi = np.asarray(a.min(), np.float64), np.asarray(a.max(), np.float64)
+                self.low = lo if self.low is None else np.minimum(self.low, lo)
+                self.high = hi if self.high is None else np.maximum(self.high, hi)
+            return
         if self.low is None or self.high is None or self.low.shape != a.shape:
             self.low, self.high = a.astype(np.float64), a.astype(np.float64)
         else:
@@ -59,6 +70,11 @@ class AttrStats:
             self.high = np.maximum(self.high, a)
         if a.shape != np.shape(obs) or not np.array_equal(a, obs):
             self.equals_obs = False
+
+    @property
+    def variable_list(self) -> bool:
+        """A list of numbers (its length may change): a padded field (``pad``)."""
+        return self.kinds == {LIST} and all(len(s) == 1 for s in self.shapes)
 
     @property
     def numeric(self) -> bool:
@@ -212,7 +228,7 @@ def state_attributes(p: Probe) -> tuple[list[AttrStats], list[tuple[str, str]]]:
             continue
         if s.kinds == {RNG} or name == "_np_random_seed":
             continue  # the RNG and the seed it was made from: the spec's [rng] mode
-        if s.numeric:
+        if s.numeric or (s.variable_list and s.low is not None):
             candidates.append(s)
         elif NONE in s.kinds and s.kinds <= {NONE, NUMERIC}:
             left_out.append((name, "None at times (e.g. after reset), a number at others"))

@@ -14,6 +14,14 @@ if TYPE_CHECKING:
 
 
 def observation_table(space: Any) -> tuple[dict[str, Any], str]:
+    parts = getattr(space, "spaces", None)
+    if isinstance(parts, tuple) and parts and all(hasattr(p, "n") for p in parts):
+        low = [float(getattr(p, "start", 0)) for p in parts]
+        high = [lo + int(p.n) - 1 for lo, p in zip(low, parts, strict=True)]
+        return (
+            {"shape": [len(parts)], "dtype": "float32", "low": low, "high": high},
+            f"{space}: a tuple of integers, compared as one float32 each",
+        )
     if hasattr(space, "n"):
         start = int(getattr(space, "start", 0))
         return (

@@ -21,6 +21,8 @@ from envforge.backends.gymnasium import core
 
 RNG = "rng"
 NUMERIC = "numeric"
+LIST = "list"
+"""A Python list of numbers: its length may change (a hand of cards)."""
 NONE = "none"
 OTHER = "other"
 
@@ -30,19 +32,19 @@ class Value:
     """One attribute's value in a snapshot: its kind and a comparable payload."""
 
     kind: str
-    """``numeric`` (payload: ndarray), ``rng`` (bit generator state), ``none`` or ``other``."""
+    """``numeric`` or ``list`` (payload: ndarray), ``rng`` (bit generator state), ``none`` or ``other``."""
     payload: Any
 
     def same_as(self, other: Value) -> bool:
         if self.kind != other.kind:
             return False
-        if self.kind == NUMERIC:
+        if self.kind in (NUMERIC, LIST):
             a, b = self.payload, other.payload
             return bool(a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b))
         return bool(self.payload == other.payload)
 
     def show(self) -> str:
-        if self.kind == NUMERIC:
+        if self.kind in (NUMERIC, LIST):
             a = self.payload
             return repr(a.item()) if a.ndim == 0 else np.array2string(a, threshold=8)
         if self.kind == RNG:
@@ -69,12 +71,11 @@ def value_of(value: Any, shallow: bool = False) -> Value:
         return Value(NUMERIC, np.asarray(value))
     if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
         return Value(NUMERIC, value.copy())
-    if (
-        isinstance(value, tuple | list)
-        and value
-        and all(isinstance(v, bool | int | float | np.number) for v in value)
+    if isinstance(value, tuple | list) and all(
+        isinstance(v, bool | int | float | np.number) for v in value
     ):
-        return Value(NUMERIC, np.asarray(value))  # MountainCar keeps its state as a tuple
+        # MountainCar keeps its state as a tuple, Blackjack its hands as lists
+        return Value(LIST if isinstance(value, list) else NUMERIC, np.asarray(value))
     if shallow:
         return Value(OTHER, (type(value).__name__, f"id {id(value)}"))
     try:
