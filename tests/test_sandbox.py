@@ -306,18 +306,20 @@ def _descendants(root: int) -> list[tuple[int, str]]:
     return out
 
 
-def test_children_use_the_hosts_rust_cache_whatever_home_says(
+def test_children_use_the_hosts_vendored_crates_whatever_home_says(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A sandboxed child's HOME is its scratch dir: without the cache named explicitly it would
-    look for vendored crates under it, find none and (no network) fail to fetch them."""
+    """A sandboxed child's HOME is its scratch dir: without the caches named explicitly it would
+    look for vendored crates under it, find none and (no network) fail to fetch them. It reads
+    the host's vendored crates and built modules, and builds into its sandbox's own cache."""
     from envforge.backends.rust_build import rust_cache
     from envforge.sandbox.paths import child_environment
 
     for name in ("ENVFORGE_RUST_CACHE", "ENVFORGE_RUST_VENDOR", "ENVFORGE_CACHE"):
         monkeypatch.delenv(name, raising=False)
     host = rust_cache()
-    env = child_environment(tmp_path / "scratch")
+    env = child_environment(tmp_path / "scratch", tmp_path / "realm")
     assert env["HOME"] == str(tmp_path / "scratch")
-    assert env["ENVFORGE_RUST_CACHE"] == str(host.root)
     assert env["ENVFORGE_RUST_VENDOR"] == str(host.vendor)
+    assert env["ENVFORGE_RUST_PREBUILT"] == str(host.lib)
+    assert env["ENVFORGE_RUST_CACHE"] == str(tmp_path / "realm" / "rust")

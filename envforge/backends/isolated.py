@@ -29,6 +29,8 @@ from envforge.errors import (
     DriverTimeout,
 )
 from envforge.rng.draws import DrawLog
+from envforge.sandbox.leftovers import owned_prefix
+from envforge.sandbox.outputs import read_tail
 
 _FAILURES = {
     "ContractViolation": ContractViolation,
@@ -94,7 +96,8 @@ class IsolatedDriver(Driver):
         self.timeout_s = timeout_s
         ctx = mp.get_context("spawn")
         self._conn, child_conn = ctx.Pipe()
-        fd, self._log_path = tempfile.mkstemp(prefix=f"envforge-{recipe.side}-", suffix=".log")
+        # named after its owner: a verifier killed before close() leaves it to the next sweep
+        fd, self._log_path = tempfile.mkstemp(prefix=owned_prefix(recipe.side), suffix=".log")
         os.close(fd)
         self._proc = ctx.Process(
             target=_serve, args=(recipe, child_conn, self._log_path), daemon=True
@@ -109,11 +112,7 @@ class IsolatedDriver(Driver):
 
     # ---- plumbing ---------------------------------------------------------------------
     def _stderr_tail(self, limit: int = 2000) -> str:
-        try:
-            text = Path(self._log_path).read_text(errors="replace")
-        except OSError:
-            return ""
-        return text[-limit:]
+        return read_tail(Path(self._log_path), limit)
 
     def _kill(self) -> None:
         if self._proc.is_alive() and self._proc.pid is not None:

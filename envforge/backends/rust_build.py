@@ -14,8 +14,9 @@ Two phases, so that only the first needs the network and only the second runs cr
 Layout under ``$ENVFORGE_RUST_CACHE`` (default ``$ENVFORGE_CACHE/rust``, ``~/.cache/envforge/rust``):
 ``lib/`` built modules, ``target/`` cargo's, ``vendor/`` crate sources, ``cargo-home/`` the offline
 config. Everything in it is keyed by content, so CI may keep it across runs.
-``ENVFORGE_RUST_VENDOR`` overrides the vendor directory and ``ENVFORGE_RUST_PREBUILT`` lists
-extra read-only ``lib`` directories to look in (both used by the docker sandbox).
+``ENVFORGE_RUST_VENDOR`` overrides the vendor directory, ``ENVFORGE_RUST_PREBUILT`` lists
+extra read-only ``lib`` directories to look in and ``ENVFORGE_RUST_LIB`` moves ``lib/`` (all
+three used by the sandboxes, see envforge/sandbox/paths.py).
 """
 
 from __future__ import annotations
@@ -52,10 +53,12 @@ class RustCache:
     root: Path
     vendor: Path
     prebuilt: tuple[Path, ...] = ()
+    lib_dir: Path | None = None
+    """Where built modules go, when not ``root/lib``."""
 
     @property
     def lib(self) -> Path:
-        return self.root / "lib"
+        return self.lib_dir or self.root / "lib"
 
     @property
     def target(self) -> Path:
@@ -70,7 +73,8 @@ def rust_cache() -> RustCache:
     root = Path(os.environ.get("ENVFORGE_RUST_CACHE") or cache_root() / "rust")
     vendor = Path(os.environ.get("ENVFORGE_RUST_VENDOR") or root / "vendor")
     prebuilt = tuple(Path(p) for p in os.environ.get("ENVFORGE_RUST_PREBUILT", "").split(":") if p)
-    return RustCache(root=root, vendor=vendor, prebuilt=prebuilt)
+    lib = os.environ.get("ENVFORGE_RUST_LIB")
+    return RustCache(root, vendor, prebuilt, Path(lib) if lib else None)
 
 
 @contextmanager

@@ -11,8 +11,20 @@ from typing import BinaryIO
 
 from envforge.errors import EnvforgeError
 
-SECRET_VARIABLE = re.compile(r"(API_KEY|_TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
-PROVIDER_VARIABLE_PREFIXES = ("ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_")
+PASSED_VARIABLES = (
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TERM",
+    "LD_LIBRARY_PATH",
+    "RAYON_NUM_THREADS",
+    "OMP_NUM_THREADS",
+)
+PASSED_PREFIXES = ("LC_", "JAX_", "XLA_", "ENVFORGE_", "PYTHON")
+"""Generated code sees only these host variables: an allow-list, since a credential can have
+any name (``GH_PAT``, ``DATABASE_URL`` with a password, ``AWS_ACCESS_KEY_ID``)."""
+SECRET_VARIABLE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|PAT$)", re.IGNORECASE)
+"""Dropped even under an allowed prefix (``ENVFORGE_..._API_KEY``)."""
 
 
 @dataclass(frozen=True)
@@ -54,11 +66,12 @@ class CommandResult:
 
 
 def command_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The parent's environment without credentials or provider settings."""
+    """The parent's variables that generated code may see (:data:`PASSED_VARIABLES`)."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if not SECRET_VARIABLE.search(k) and not k.startswith(PROVIDER_VARIABLE_PREFIXES)
+        if (k in PASSED_VARIABLES or k.startswith(PASSED_PREFIXES))
+        and not SECRET_VARIABLE.search(k)
     }
     env.update(extra or {})
     return env

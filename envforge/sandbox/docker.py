@@ -36,12 +36,18 @@ from envforge.sandbox.base import (
     read_clipped,
 )
 from envforge.sandbox.image import ensure_image, sandbox_user, system_mounts
+from envforge.sandbox.leftovers import owned_prefix, owner_gone, owner_tag
+from envforge.sandbox.outputs import append_note
 from envforge.sandbox.paths import container_environment, host_rust_cache, python_roots, rust_roots
 
 MB = 1024 * 1024
 LABEL = "envforge.sandbox"
 OWNER_LABEL = "envforge.sandbox.owner"
 """The pid of the host process that started the container."""
+OWNER_TAG_LABEL = "envforge.sandbox.owner-tag"
+"""Its owner tag (envforge/sandbox/leftovers.py): who may remove the container when it died."""
+BOOT_LABEL = "envforge.sandbox.boot"
+"""The host's boot id: an engine may serve several machines, whose pids mean nothing here."""
 CLIENT_TIMEOUT_S = 60
 
 
@@ -56,6 +62,31 @@ def docker_client() -> Any:
     except Exception as e:  # noqa: BLE001 - any failure means: no engine
         raise BadInput(f"no docker engine answered ({type(e).__name__}: {e})") from None
     return client
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+@lru_cache(maxsize=1)
+def sweep_containers(client: Any) -> list[str]:
+    """Remove the sandbox containers of this machine whose owner process is gone (killed
+    before it could remove them); once per process, when the first docker sandbox opens."""
+    removed: list[str] = []
+    try:
+        found = client.containers.list(all=True, filters={"label": f"{BOOT_LABEL}={_boot_id()}"})
+    except Exception:  # noqa: BLE001 - a sweep must never stop the run it precedes
+        return removed
+    for container in found:
+        tag = container.labels.get(OWNER_TAG_LABEL, "")
+        if owner_gone(f"envforge-{tag}-"):
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+                removed.append(container.id)
+    return removed
 
 
 def docker_available() -> bool:
@@ -95,6 +126,7 @@ class DockerSandbox(Sandbox):
     def __init__(self, limits: SandboxLimits | None = None) -> None:
         super().__init__(limits)
         self.client = docker_client()
+        sweep_containers(self.client)
         self.image = ensure_image(self.client)
 
     def describe(self) -> str:
@@ -120,13 +152,8 @@ class DockerSandbox(Sandbox):
         return volumes
 
     def _environment(self, scratch: Path, extra: dict[str, str]) -> dict[str, str]:
-        _, host_lib, host_vendor = host_rust_cache()
-        cache = {
-            "ENVFORGE_CACHE": str(realm_cache()),
-            "ENVFORGE_RUST_VENDOR": str(host_vendor),
-            "ENVFORGE_RUST_PREBUILT": str(host_lib),
-        }
-        return container_environment(scratch, {**cache, **extra})
+        realm = realm_cache()
+        return container_environment(scratch, realm, {"ENVFORGE_CACHE": str(realm), **extra})
 
     def _start(
         self,
@@ -162,7 +189,12 @@ class DockerSandbox(Sandbox):
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 init=True,
-                labels={LABEL: "1", OWNER_LABEL: str(os.getpid())},
+                labels={
+                    LABEL: "1",
+                    OWNER_LABEL: str(os.getpid()),
+                    OWNER_TAG_LABEL: owner_tag(),
+                    BOOT_LABEL: _boot_id(),
+                },
             )
         except docker.errors.APIError as e:
             raise SandboxError(f"docker refused the container: {e.explanation or e}") from None
@@ -181,7 +213,7 @@ class DockerSandbox(Sandbox):
 
         fetch_workspace_dependencies(workspace)  # on the host: the container has no network
         _give_to_sandbox_user(workspace)
-        scratch = Path(tempfile.mkdtemp(prefix="envforge-sbx-"))
+        scratch = Path(tempfile.mkdtemp(prefix=owned_prefix("sbx")))
         _give_to_sandbox_user(scratch)
         cargo = offline_cargo(RustCache(realm_cache() / "rust", host_rust_cache()[2]))
         _give_to_sandbox_user(realm_cache())
@@ -249,8 +281,8 @@ class DockerServer(ServerProcess):
             return None
         if state.get("OOMKilled") and not self._noted:
             self._noted = True  # the finding shows the log tail: say why the server died there
-            with open(self.scratch / "server.out", "a") as log:
-                log.write(f"\n[sandbox] killed: out of memory (limit {self.memory_mb} MB)\n")
+            note = f"\n[sandbox] killed: out of memory (limit {self.memory_mb} MB)\n"
+            append_note(self.scratch / "server.out", note)  # if still a file: the port owns it
         return _signed(int(state.get("ExitCode", -1)))
 
     def join(self, timeout: float | None = None) -> None:

@@ -10,11 +10,9 @@ the host.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import pickle
-import shutil
 import sys
 import tempfile
 import time
@@ -28,6 +26,8 @@ from envforge.backends.recipe import Recipe
 from envforge.backends.rust_build import fetch_dependencies
 from envforge.errors import DriverCrashed, DriverTimeout
 from envforge.sandbox.base import Sandbox, SandboxError
+from envforge.sandbox.leftovers import owned_prefix, remove_tree
+from envforge.sandbox.outputs import read_tail
 from envforge.sandbox.serve import AUTHKEY, LOG, RECIPE, SOCKET
 
 CONNECT_TIMEOUT_S = 120.0
@@ -90,7 +90,7 @@ class SandboxedDriver(IsolatedDriver):
         self.sandbox = sandbox
         if recipe.kind == "rust":  # on the host, with network; the build itself runs sandboxed
             fetch_dependencies(Path(recipe.target))
-        self._scratch = Path(tempfile.mkdtemp(prefix=f"envforge-{recipe.side}-"))
+        self._scratch = Path(tempfile.mkdtemp(prefix=owned_prefix(recipe.side)))
         self._log_path = str(self._scratch / LOG)
         authkey = os.urandom(32)
         (self._scratch / RECIPE).write_bytes(pickle.dumps(recipe))
@@ -101,7 +101,7 @@ class SandboxedDriver(IsolatedDriver):
         try:
             self._server = sandbox.start_server(argv, self._scratch, dict(recipe.env), readable)
         except SandboxError as e:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+            remove_tree(self._scratch)
             raise DriverCrashed(self.side, "build", str(e)) from None
         self._proc = self._server  # type: ignore[assignment]  # the same interface, sandboxed
         try:
@@ -137,10 +137,8 @@ class SandboxedDriver(IsolatedDriver):
             time.sleep(0.02)
 
     def _startup_output(self, limit: int = 2000) -> str:
-        text = ""
-        for name in ("server.out", LOG):
-            with contextlib.suppress(OSError):
-                text += (self._scratch / name).read_text(errors="replace")
+        """The server's output and log: files the port may have replaced, read with care."""
+        text = "".join(read_tail(self._scratch / name, limit) for name in ("server.out", LOG))
         return text[-limit:]
 
     def _stderr_tail(self, limit: int = 2000) -> str:
@@ -152,7 +150,7 @@ class SandboxedDriver(IsolatedDriver):
     def _release(self) -> None:
         self._server.kill()
         self._server.cleanup()
-        shutil.rmtree(self._scratch, ignore_errors=True)
+        remove_tree(self._scratch)
 
     def describe(self) -> str:
         return f"{self._describe} (sandbox: {self.sandbox.describe()})"

@@ -12,9 +12,6 @@ from envforge.backends.rust_build import rust_cache, toolchain
 from envforge.errors import BadInput
 from envforge.sandbox.base import command_environment
 
-PASSED_VARIABLES = ("LANG", "LC_ALL", "TZ", "RAYON_NUM_THREADS", "OMP_NUM_THREADS")
-PASSED_PREFIXES = ("JAX_", "XLA_", "ENVFORGE_", "PYTHON")
-
 
 def tool_directories() -> list[str]:
     """The Rust toolchain's bin directory (not rustup's proxies) and this Python's."""
@@ -24,27 +21,52 @@ def tool_directories() -> list[str]:
     return out
 
 
-def child_environment(scratch: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The host environment without credentials, with HOME and TMPDIR in the scratch dir.
+def child_environment(
+    scratch: Path, realm: Path, extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The allowed host variables, HOME and TMPDIR in the scratch dir, the build caches.
 
-    The Rust build cache is named explicitly: its default lives under HOME, which the child
+    The Rust build caches are named explicitly: their default lives under HOME, which the child
     sees as the scratch dir, and a child that looked there would find no vendored crates and,
     having no network, fail to fetch them."""
     env = command_environment()
-    env.update(_common(scratch, env.get("PATH", "/usr/bin:/bin")))
-    root, _, vendor = host_rust_cache()
-    env.update(ENVFORGE_RUST_CACHE=str(root), ENVFORGE_RUST_VENDOR=str(vendor))
+    env.update(_common(scratch, os.environ.get("PATH", "/usr/bin:/bin")))
+    env.update(sandbox_rust_cache(scratch, realm))
     env.update(extra or {})
     return env
 
 
-def container_environment(scratch: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """A short, explicit environment for a container (the host's PATH means nothing there)."""
-    host = command_environment()
-    env = {k: v for k, v in host.items() if k in PASSED_VARIABLES or k.startswith(PASSED_PREFIXES)}
+def container_environment(
+    scratch: Path, realm: Path, extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The same for a container (the host's PATH means nothing there)."""
+    env = command_environment()
     env.update(_common(scratch, "/usr/local/bin:/usr/bin:/bin"))
+    env.update(sandbox_rust_cache(scratch, realm))
     env.update(extra or {})
     return env
+
+
+def sandbox_realm(kind: str) -> Path:
+    """A sandbox's own cache root (``docker/``, ``process/`` beside the host's Rust cache): the
+    only cache its code may write. The host never loads anything from it."""
+    root = rust_cache().root.parent / kind
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def sandbox_rust_cache(scratch: Path, realm: Path) -> dict[str, str]:
+    """The Rust cache a sandboxed build uses: cargo's target directory in the sandbox's realm
+    (dependencies compile once per machine), the host's vendored crates and built modules
+    read-only, and a ``lib/`` of its own in the scratch directory, so that a library one
+    sandboxed run writes under another crate's name is never loaded by a later run."""
+    _, host_lib, host_vendor = host_rust_cache()
+    return {
+        "ENVFORGE_RUST_CACHE": str(realm / "rust"),
+        "ENVFORGE_RUST_VENDOR": str(host_vendor),
+        "ENVFORGE_RUST_PREBUILT": str(host_lib),
+        "ENVFORGE_RUST_LIB": str(scratch / "rust-lib"),
+    }
 
 
 def _common(scratch: Path, path: str) -> dict[str, str]:

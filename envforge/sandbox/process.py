@@ -3,10 +3,11 @@ clock, and (where the kernel allows) namespaces.
 
 Each command or server gets: rlimits on CPU time, address space and file size; a pids cgroup
 (root) or ``RLIMIT_NPROC`` (other users) against fork bombs; a network namespace with only a
-downed loopback; a read-only view of every filesystem except its workspace, a scratch directory
-(HOME, TMPDIR) and the Rust build cache; no capabilities. A command past its wall-clock limit
-is killed with its whole process group and cgroup. Credentials never reach its environment.
-What the kernel refused is left out and named by :meth:`ProcessSandbox.describe`.
+downed loopback; a pid namespace (it cannot signal the verifier); a read-only view of every
+filesystem except its workspace, a scratch directory (HOME, TMPDIR) and the sandbox's own Rust
+build cache, with no host socket reachable; no capabilities. A command past its wall-clock limit
+is killed with its whole process group and cgroup. Its environment is an allow-list (no
+credentials). What the kernel refused is left out and named by :meth:`ProcessSandbox.describe`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from envforge.backends.rust_build import fetch_workspace_dependencies, offline_cargo, rust_cache
+from envforge.backends.rust_build import RustCache, fetch_workspace_dependencies, offline_cargo
 from envforge.sandbox.base import (
     CommandResult,
     Sandbox,
@@ -34,12 +35,14 @@ from envforge.sandbox.confine import (
     Capabilities,
     Confinement,
     confine,
+    host_sockets,
     kill_cgroup,
     make_pids_cgroup,
     probe,
     remove_cgroup,
 )
-from envforge.sandbox.paths import child_environment, host_rust_cache
+from envforge.sandbox.leftovers import owned_prefix
+from envforge.sandbox.paths import child_environment, host_rust_cache, sandbox_realm
 
 MB = 1024 * 1024
 SERVER_CPU_S = 4 * 3600
@@ -59,13 +62,16 @@ class ProcessSandbox(Sandbox):
         parts.append("pids cgroup" if self.caps.pids_cgroup else "RLIMIT_NPROC")
         if self.caps.network_namespace:
             parts.append("no network")
+        if self.caps.pid_namespace:
+            parts.append("own pids")
         if self.caps.read_only_mounts:
-            parts.append("read-only filesystem outside the workspace")
+            parts.append("read-only filesystem outside the workspace, no host sockets")
         missing = [
             name
             for name, ok in (
                 ("network namespace", self.caps.network_namespace),
                 ("read-only mounts", self.caps.read_only_mounts),
+                ("pid namespace", self.caps.pid_namespace),
             )
             if not ok
         ]
@@ -86,9 +92,7 @@ class ProcessSandbox(Sandbox):
         """The child's preexec function, and the cgroup it joins (None without one)."""
         cgroup = None
         if self.caps.pids_cgroup:
-            cgroup = make_pids_cgroup(
-                f"envforge-{os.getpid()}-{next(_names)}", self.limits.max_pids
-            )
+            cgroup = make_pids_cgroup(f"{owned_prefix('pids')}{next(_names)}", self.limits.max_pids)
         nproc = None if (cgroup or os.getuid() == 0) else _user_tasks() + self.limits.max_pids
         paths = [str(p) for p in writable if p.exists()]
         confinement = Confinement(
@@ -97,6 +101,8 @@ class ProcessSandbox(Sandbox):
             read_only=self.caps.read_only_mounts,
             drop_caps=self.caps.drop_caps,
             pids_cgroup=cgroup,
+            own_pids=self.caps.pid_namespace,
+            hidden_sockets=host_sockets() if self.caps.read_only_mounts else (),
         )
 
         def setup() -> None:
@@ -108,14 +114,19 @@ class ProcessSandbox(Sandbox):
         return setup, cgroup
 
     def _writable(self, *paths: Path) -> list[Path]:
-        cache_root, _, _ = host_rust_cache()
-        cache_root.mkdir(parents=True, exist_ok=True)
-        return [*paths, cache_root]
+        """The given paths and the sandbox's own build cache (never the host's: a library
+        planted there would be loaded by the host, see :func:`sandbox_realm`)."""
+        return [*paths, sandbox_realm(self.kind)]
+
+    def _cargo(self) -> dict[str, str]:
+        """cargo's offline settings, with its target directory in the sandbox's own cache."""
+        _, _, host_vendor = host_rust_cache()
+        return offline_cargo(RustCache(sandbox_realm(self.kind) / "rust", host_vendor))
 
     # ---- commands ----------------------------------------------------------------------------
     def run(self, command: str, workspace: Path) -> CommandResult:
         fetch_workspace_dependencies(workspace)  # on the host: the command has no network
-        scratch = Path(tempfile.mkdtemp(prefix="envforge-sbx-"))
+        scratch = Path(tempfile.mkdtemp(prefix=owned_prefix("sbx")))
         setup, cgroup = self._setup(self._writable(workspace, scratch), self.limits.cpu_s)
         # output goes to a file, not a pipe: a grandchild holding a pipe open cannot hang us
         try:
@@ -126,7 +137,7 @@ class ProcessSandbox(Sandbox):
                     stdin=subprocess.DEVNULL,
                     stdout=sink,
                     stderr=subprocess.STDOUT,
-                    env=child_environment(scratch, offline_cargo(rust_cache())),
+                    env=child_environment(scratch, sandbox_realm(self.kind), self._cargo()),
                     start_new_session=True,
                     preexec_fn=setup,
                 )
@@ -161,7 +172,7 @@ class ProcessSandbox(Sandbox):
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=child_environment(scratch, env),
+                env=child_environment(scratch, sandbox_realm(self.kind), env),
                 process_group=0,
                 preexec_fn=setup,
             )

@@ -45,7 +45,15 @@ def choose_sandbox(requested: str | None) -> SandboxChoice:
 
 
 def open_sandbox(kind: str | None, limits: SandboxLimits | None = None) -> Sandbox | None:
-    """The sandbox for a resolved kind (None for "none" or None: no sandbox)."""
+    """The sandbox for a resolved kind (None for "none" or None: no sandbox).
+
+    Every run that verifies or runs generated code comes here first, so this is where the
+    leftovers of verifiers killed earlier are swept and a SIGTERM is made to unwind (see
+    envforge/sandbox/leftovers.py)."""
+    from envforge.sandbox.leftovers import sweep_once, unwind_on_sigterm
+
+    unwind_on_sigterm()
+    sweep_once()
     if kind in (None, "none"):
         return None
     if kind == "process":
