@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import select
 import signal
 import tempfile
+import threading
 import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -44,8 +46,25 @@ def _message(e: BaseException) -> str:
     return e.message if isinstance(e, DriverFailure) else str(e)
 
 
+def _end_with_host(conn: Connection) -> None:
+    """Kill this server's process group when the host's end of ``conn`` closes. The host
+    closes it only after asking the server to close, or by dying: a host killed with
+    ``kill -9`` cannot stop a port busy in its own code, and nobody else would."""
+
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLRDHUP)
+        while True:
+            for _, events in poller.poll():
+                if events & (select.POLLRDHUP | select.POLLHUP | select.POLLERR):
+                    os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="end-with-host", daemon=True).start()
+
+
 def _serve(recipe: Recipe, conn: Connection, log_path: str) -> None:
     os.setpgrp()  # own process group: a kill takes compilers and grandchildren too
+    _end_with_host(conn)
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)

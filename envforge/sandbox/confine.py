@@ -332,6 +332,8 @@ def kill_cgroup(path: str, signal_number: int = 9, rounds: int = 50) -> None:
         if not pids:
             return
         for pid in pids:
+            if pid <= 0:  # a task outside our pid namespace reads as 0: kill(0) is our own group
+                continue
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal_number)
         os.sched_yield()
