@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from envforge.agents.history import HistoryLimits, compact
+from envforge.agents.host_paths import hide_host_paths
 from envforge.agents.loop import Agent, AgentLimits
-from envforge.agents.messages import INVALID_ARGUMENTS, ToolCall, ToolResult, user
+from envforge.agents.messages import INVALID_ARGUMENTS, Message, ToolCall, ToolResult, user
 from envforge.agents.scripted import ScriptedModel, reply
-from envforge.agents.tools import WorkspaceTools
+from envforge.agents.tools import ToolLimits, WorkspaceTools
 from envforge.sandbox.base import SandboxLimits
 from envforge.sandbox.process import ProcessSandbox
 
+ROOT = Path(__file__).resolve().parents[1]
 TOOL_NAMES = ["read_file", "write_file", "edit_file", "list_files", "run_verify", "run_command"]
 
 
@@ -144,11 +149,13 @@ def test_agent_runs_tools_until_the_model_stops(tmp_path: Path) -> None:
             ),
             reply(calls=[("edit_file", {"path": "notes.txt", "old": "one", "new": "two"})], turn=2),
             reply("All done."),
+            reply("All done, really."),  # the answer to the reminder: nothing was verified
         ]
     )
     agent = Agent(model, WorkspaceTools(tmp_path), AgentLimits(max_steps=10))
     result = agent.run("system", user("context", "task", cache_first=True))
-    assert (result.status, result.message, result.steps) == ("submitted", "All done.", 3)
+    assert (result.status, result.message, result.steps) == ("submitted", "All done, really.", 4)
+    assert "without a tool call" in model.requests[3].messages[-1].text
     assert (tmp_path / "notes.txt").read_text() == "two"
     second = model.requests[1]
     assert second.system == "system" and second.tools == agent.tools.specs
@@ -167,3 +174,134 @@ def test_step_and_time_limits_end_the_episode(tmp_path: Path) -> None:
         "s", user("t")
     )
     assert timed.status == "time_limit" and timed.steps == 0
+
+
+# ---- what real models do besides calling tools ---------------------------------------------
+
+
+def test_a_talk_only_reply_ends_at_once_after_a_passing_verify_and_otherwise_after_a_reminder(
+    tmp_path: Path,
+) -> None:
+    verdicts = iter(["verdict: equivalent\nL0 contract: pass", "verdict: not equivalent"])
+    tools = WorkspaceTools(tmp_path, verify=lambda levels: next(verdicts))
+    passed = ScriptedModel([reply(calls=[("run_verify", {"levels": "0"})], turn=1), reply("Done.")])
+    result = Agent(passed, tools).run("s", user("t"))
+    assert (result.status, result.steps) == ("submitted", 2)  # no reminder: the verifier agreed
+
+    # verified, then changed, then talk: reminded once, then the episode ends however it goes on
+    failing = ScriptedModel(
+        [
+            reply(calls=[("write_file", {"path": "a.py", "content": "x"})], turn=1),
+            reply("Done."),
+            reply("Still done."),
+        ]
+    )
+    result = Agent(failing, tools, AgentLimits(talk_reminders=1)).run("s", user("t"))
+    assert (result.status, result.message, result.steps) == ("submitted", "Still done.", 3)
+    assert [m.role for m in result.messages] == ["user", "assistant", "user", "assistant", "user",
+                                                 "assistant"]  # fmt: skip
+    assert "without a tool call" in result.messages[-2].text
+
+
+def test_a_cut_reply_is_not_run_and_the_next_call_gets_more_room(tmp_path: Path) -> None:
+    cut = replace(
+        reply(calls=[("write_file", {"path": "big.py", "content": "def f(:"})], turn=1),
+        stop_reason="max_tokens",
+    )
+    model = ScriptedModel(
+        [cut, reply(calls=[("write_file", {"path": "big.py", "content": "ok"})], turn=2),
+         replace(reply("Partial tex"), stop_reason="length"), reply("Done."), reply("Done.")]
+    )  # fmt: skip
+    limits = AgentLimits(max_tokens=1000, max_tokens_on_cut=1500)
+    result = Agent(model, WorkspaceTools(tmp_path), limits).run("s", user("t"))
+    assert result.status == "submitted" and result.message == "Done."
+    (not_run,) = model.requests[1].messages[-1].tool_results
+    assert not_run.is_error and "cut" in not_run.content
+    assert "output limit (1000 tokens)" in model.requests[1].messages[-1].text
+    assert [r.max_tokens for r in model.requests] == [1000, 1500, 1000, 1500, 1000]
+    assert (tmp_path / "big.py").read_text() == "ok"  # only the complete call ran
+
+    always_cut = ScriptedModel([replace(reply("x"), stop_reason="MAX_TOKENS")] * 5)
+    stopped = Agent(always_cut, WorkspaceTools(tmp_path), AgentLimits(cut_replies=3)).run(
+        "s", user("t")
+    )
+    assert (stopped.status, stopped.steps) == ("output_limit", 3)
+
+
+def test_tool_exceptions_become_error_results(tools: WorkspaceTools) -> None:
+    run(tools, "write_file", path="plain", content="a file")
+    under_file = run(tools, "write_file", path="plain/child.txt", content="x")
+    assert under_file.is_error and "is a file" in under_file.content
+    (tools.root / "latin1.txt").write_bytes(b"caf\xe9\n")
+    binary = run(tools, "edit_file", path="latin1.txt", old="caf", new="tea")
+    assert binary.is_error and "UTF-8" in binary.content
+
+    def broken_verifier(levels: str) -> str:
+        raise RuntimeError("the driver server died")
+
+    crashing = WorkspaceTools(tools.root, verify=broken_verifier)
+    result = run(crashing, "run_verify", levels="0")
+    assert result.is_error and "RuntimeError: the driver server died" in result.content
+
+
+def test_read_file_reads_line_ranges_and_says_how_to_go_on(tmp_path: Path) -> None:
+    tools = WorkspaceTools(tmp_path, limits=ToolLimits(read_chars=100, observation_chars=400))
+    (tmp_path / "long.txt").write_text("".join(f"line {i:03d}\n" for i in range(1, 51)))
+    first = run(tools, "read_file", path="long.txt").content
+    assert first.startswith("[long.txt: lines 1-11 of 50; the next call: start_line=12]\n")
+    assert first.endswith("line 011\n")
+    ranged = run(tools, "read_file", path="long.txt", start_line=48, end_line=60).content
+    assert ranged == "[long.txt: lines 48-50 of 50]\nline 048\nline 049\nline 050\n"
+    assert run(tools, "read_file", path="long.txt", start_line=99).is_error
+    assert "must be an integer" in run(tools, "read_file", path="long.txt", start_line="3").content
+    noisy = run(tools, "run_command", command="seq 1 5000").content
+    assert len(noisy) < 500 and "characters cut from the middle" in noisy
+
+
+def test_old_tool_output_is_elided_in_strides_and_requests_stay_bounded(tmp_path: Path) -> None:
+    (tmp_path / "big.txt").write_text("y" * 15000)
+    limits = HistoryLimits(keep_results=2, stride=2)
+    model = ScriptedModel(
+        [reply(calls=[("read_file", {"path": "big.txt"})], turn=i) for i in range(12)]
+    )
+    Agent(model, WorkspaceTools(tmp_path), AgentLimits(max_steps=12, history=limits)).run(
+        "s", user("task")
+    )
+    whole = [sum(len(r.content) == 15000 for m in q.messages for r in m.tool_results)
+             for q in model.requests]  # fmt: skip
+    assert whole == [0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3]
+    sizes = [q.char_count() for q in model.requests]
+    assert max(sizes) < 4 * 15000 + 5000  # never more than three whole results
+    # between two elision moves a request extends the previous one (the cache prefix holds)
+    assert model.requests[5].messages[: len(model.requests[4].messages)] == (
+        model.requests[4].messages
+    )
+    elided = model.requests[-1].messages[2].tool_results[0].content
+    assert "elided" in elided and "15000 characters" in elided
+
+
+def test_write_file_contents_of_old_calls_are_elided_too() -> None:
+    big = "z" * 5000
+    messages = [user("task")]
+    for i in range(6):
+        messages.append(
+            Message("assistant", (ToolCall(f"c{i}", "write_file", {"path": "a", "content": big}),))
+        )
+        messages.append(Message("user", (ToolResult(f"c{i}", "write_file", "wrote"),)))
+    sent = compact(messages, HistoryLimits(keep_results=2, stride=2))
+    contents = [m.tool_calls[0].arguments["content"] for m in sent if m.tool_calls]
+    assert [len(c) == 5000 for c in contents] == [False] * 4 + [True] * 2
+    assert sent[0] == messages[0] and sent[1].tool_calls[0].arguments["path"] == "a"
+
+
+def test_host_paths_never_reach_the_model(tmp_path: Path) -> None:
+    tools = WorkspaceTools(tmp_path / "ws")
+    seen = run(
+        tools,
+        "run_command",
+        command=f"echo {sys.prefix}/lib/site.py; echo {ROOT}/envforge; pwd; echo $HOME_SEEN",
+    ).content
+    assert sys.prefix not in seen and str(ROOT) not in seen and str(tmp_path) not in seen
+    assert "<python-env>/lib/site.py" in seen and "<envforge>/envforge" in seen
+    assert hide_host_paths(f"{tmp_path}/ws/port/a.py:3", [tmp_path / "ws"]) == "port/a.py:3"
+    assert hide_host_paths(f"{ROOT}-other", []) == f"{ROOT}-other"  # only whole path names

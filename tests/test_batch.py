@@ -104,17 +104,26 @@ def make_batch(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     scripts = {
         # translate: a port whose observe is misnamed (L0 fails); repair: rename it back
+        # (a summary after an unverified change is answered with a reminder: each is said twice)
         "fixed": [
             _write("port/pong.py", broken),
             _say("Ported pong."),
+            _say("Ported pong, yes."),
             {
                 "calls": [["edit_file", {"path": "port/pong.py", "old": BROKEN, "new": OBSERVE}]],
                 "usage": USAGE,
             },  # fmt: skip
             _say("Renamed observe back."),
+            _say("Renamed it, yes."),
         ],
         # the same broken port, and a repair that changes nothing (its check is remembered)
-        "stuck": [_write("port/pong.py", broken), _say("Done."), _say("I cannot see the bug.")],
+        "stuck": [
+            _write("port/pong.py", broken),
+            _say("Done."),
+            _say("Done, yes."),
+            _say("I cannot see the bug."),
+            _say("I still cannot."),
+        ],  # fmt: skip
         "flaky": [
             {"calls": [["list_files", {"path": "."}]], "usage": USAGE},
             {"error": "provider overloaded (scripted)"},
@@ -127,7 +136,7 @@ def make_batch(folder: Path) -> Path:
             },  # fmt: skip
             _say("never asked", BIG),
         ],
-        "silent": [_say("I would rather not write a port.")],
+        "silent": [_say("I would rather not write a port."), _say("Still no.")],
     }
     for name, script in scripts.items():
         (folder / f"{name}.json").write_text(json.dumps(script))
@@ -138,11 +147,11 @@ def make_batch(folder: Path) -> Path:
 
 CALL = Decimal("0.008625")
 EXPECTED = {  # job: (state, status, iterations, levels passed, best level, calls, cost)
-    "fixed": ("passed", "verified", 2, [0], 0, 4, 4 * CALL),
-    "stuck": ("failed", "iteration_limit", 2, [], None, 3, 3 * CALL),
+    "fixed": ("passed", "verified", 2, [0], 0, 6, 6 * CALL),
+    "stuck": ("failed", "iteration_limit", 2, [], None, 5, 5 * CALL),
     "flaky": ("error", "model_error", 1, [], None, 1, CALL),
     "tight": ("budget-exhausted", "budget", 1, [], None, 1, Decimal("0.09")),
-    "silent": ("failed", "iteration_limit", 1, [], None, 1, CALL),
+    "silent": ("failed", "iteration_limit", 1, [], None, 2, 2 * CALL),
 }
 
 
@@ -189,11 +198,11 @@ def test_five_jobs_end_as_scripted_and_the_report_is_exact(
         for row in report.rows
     }  # fmt: skip
     assert got == EXPECTED
-    assert report.spent_usd == 9 * CALL + Decimal("0.09") == Decimal("0.167625")
+    assert report.spent_usd == 14 * CALL + Decimal("0.09") == Decimal("0.21075")
     assert report.counts == {"passed": 1, "failed": 2, "budget-exhausted": 1, "error": 1}
 
     rows = {row.job: row for row in report.rows}
-    assert rows["fixed"].usage == Usage(4000, 800, 20000, 1200)
+    assert rows["fixed"].usage == Usage(6000, 1200, 30000, 1800)
     assert rows["tight"].message is not None and "budget $0.12 would be exceeded" in (
         rows["tight"].message
     )
@@ -211,20 +220,20 @@ def test_five_jobs_end_as_scripted_and_the_report_is_exact(
     # every ledger row is in the batch's store, which `envforge cost` can read
     db = manifest.parent / ".envforge" / "batch-five.sqlite"
     ledger = ledger_rows(db)
-    assert [r[2] for r in ledger["fixed"]] == ["translate 1", "translate 1", "repair 2", "repair 2"]
+    assert [r[2] for r in ledger["fixed"]] == ["translate 1"] * 3 + ["repair 2"] * 3
     assert {r[1] for r in ledger["fixed"]} == {"five/fixed"}
 
     markdown = re.sub(r"\| \d+m\d\ds \|", "| W |", to_markdown(report))
     assert markdown.splitlines()[4:10] == [
-        "| fixed | pong | jax | scripted:fixed.json | passed | L0 | 2 | 25,200 | 800 | 0.0345 | W | - |",
-        "| stuck | pong | jax | scripted:stuck.json | failed | - | 2 | 18,900 | 600 | 0.0259 | W | - |",
+        "| fixed | pong | jax | scripted:fixed.json | passed | L0 | 2 | 37,800 | 1,200 | 0.0518 | W | - |",
+        "| stuck | pong | jax | scripted:stuck.json | failed | - | 2 | 31,500 | 1,000 | 0.0431 | W | - |",
         "| flaky | pong | jax | scripted:flaky.json | error | - | 1 | 6,300 | 200 | 0.0086 | W | - |",
         "| tight | pong | jax | scripted:tight.json | budget-exhausted | - | 1 | 10,000 | 4,000 | 0.0900 | W | - |",
-        "| silent | pong | jax | scripted:silent.json | failed | - | 1 | 6,300 | 200 | 0.0086 | W | - |",
+        "| silent | pong | jax | scripted:silent.json | failed | - | 1 | 12,600 | 400 | 0.0172 | W | - |",
         "",
     ]  # fmt: skip
     assert markdown.splitlines()[10] == (
-        "5 jobs: 1 passed, 2 failed, 1 budget-exhausted, 1 error; spent $0.1676 of $5."
+        "5 jobs: 1 passed, 2 failed, 1 budget-exhausted, 1 error; spent $0.2108 of $5."
     )
 
 
@@ -252,7 +261,7 @@ def test_kill_9_mid_batch_then_the_same_command_resumes_to_the_same_end(
     while time.monotonic() < deadline and batch.poll() is None:
         fixed_calls = _read_db(db, "SELECT count(*) FROM call_log WHERE job = 'fixed'")
         finished = _read_db(db, "SELECT name FROM jobs WHERE finished_at IS NOT NULL")
-        if fixed_calls and fixed_calls[0][0] >= 4 and finished:
+        if fixed_calls and fixed_calls[0][0] >= 6 and finished:
             break
         time.sleep(0.05)
     assert batch.poll() is None, "the batch ended before it could be killed"
@@ -358,6 +367,7 @@ workers = 2
 [defaults]
 ref = "{ROOT / "references" / "pong" / "pong.c"}"
 max_iters = 1
+max_steps = 1
 max_tokens = 1000
 price_in = 0
 price_out = 15

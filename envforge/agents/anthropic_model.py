@@ -19,6 +19,7 @@ from envforge.agents.messages import (
     ToolCall,
     ToolResult,
     Usage,
+    arguments_or_invalid,
 )
 from envforge.agents.model import (
     ClassifiedError,
@@ -32,6 +33,11 @@ from envforge.agents.model import (
 )
 
 EPHEMERAL = {"type": "ephemeral"}
+"""The 5-minute cache: the conversation so far, re-read by the next step of the episode."""
+LONG_LIVED = {"type": "ephemeral", "ttl": "1h"}
+"""The 1-hour cache: the stable prefix (system prompt, reference context), which every episode
+of a run starts from; a long verify between two episodes would outlast 5 minutes. The API wants
+1-hour breakpoints before 5-minute ones, which this order (system, first message, newest) is."""
 
 
 def _block(part: TextPart | ToolCall | ToolResult) -> dict[str, Any]:
@@ -54,9 +60,9 @@ def _message(message: Message, cache_last: bool) -> dict[str, Any]:
     for part in parts:
         block = _block(part)
         if isinstance(part, TextPart) and part.cache:
-            block["cache_control"] = EPHEMERAL
+            block["cache_control"] = LONG_LIVED
         blocks.append(block)
-    if cache_last and blocks:
+    if cache_last and blocks and "cache_control" not in blocks[-1]:
         blocks[-1]["cache_control"] = EPHEMERAL
     return {"role": message.role, "content": blocks}
 
@@ -70,7 +76,7 @@ def wire_request(model: str, request: ModelRequest) -> dict[str, Any]:
         "messages": [_message(m, cache_last=i == last) for i, m in enumerate(request.messages)],
     }
     if request.system:  # the API refuses empty text blocks
-        kwargs["system"] = [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}]
+        kwargs["system"] = [{"type": "text", "text": request.system, "cache_control": LONG_LIVED}]
     if request.tools:
         kwargs["tools"] = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters}
@@ -87,13 +93,19 @@ def parse_response(message: Any) -> ModelResponse:
         if block.type == "text":
             texts.append(block.text)
         elif block.type == "tool_use":
-            calls.append(ToolCall(block.id, block.name, dict(block.input or {})))
+            calls.append(ToolCall(block.id, block.name, arguments_or_invalid(block.input)))
     u = message.usage
+    written = u.cache_creation_input_tokens or 0
+    long_lived = 0
+    if u.cache_creation is not None:  # the breakdown by TTL, where the API sends it
+        long_lived = u.cache_creation.ephemeral_1h_input_tokens or 0
+        written = u.cache_creation.ephemeral_5m_input_tokens or 0
     usage = Usage(
         input_tokens=u.input_tokens,
         output_tokens=u.output_tokens,
         cache_read_tokens=u.cache_read_input_tokens or 0,
-        cache_write_tokens=u.cache_creation_input_tokens or 0,
+        cache_write_tokens=written,
+        cache_write_1h_tokens=long_lived,
     )
     return ModelResponse(
         text="".join(texts),
@@ -144,7 +156,7 @@ class AnthropicModel(ProviderModel):
             ):
                 kind = ErrorKind.UNKNOWN_MODEL
             if getattr(error, "type", None) == "overloaded_error":
-                kind = ErrorKind.TRANSIENT
+                kind = ErrorKind.OVERLOADED
             return ClassifiedError(
                 kind, f"HTTP {error.status_code}: {text}", retry_after(error.response.headers)
             )

@@ -20,6 +20,7 @@ from envforge.agents.messages import (
     ToolCall,
     ToolResult,
     Usage,
+    arguments_or_invalid,
 )
 from envforge.agents.model import (
     ClassifiedError,
@@ -111,7 +112,9 @@ def parse_response(response: Any) -> ModelResponse:
                     else None
                 )
                 call_id = fc.id or f"{LOCAL_ID_PREFIX}{len(calls)}-{fc.name}"
-                calls.append(ToolCall(call_id, fc.name or "", dict(fc.args or {}), signature))
+                calls.append(
+                    ToolCall(call_id, fc.name or "", arguments_or_invalid(fc.args), signature)
+                )
             elif part.text and not part.thought:
                 texts.append(part.text)
     meta = response.usage_metadata
@@ -175,7 +178,9 @@ class GeminiModel(ProviderModel):
             kind = status_kind(error.code, text)
             if error.code == 400 and (error.status == "INVALID_ARGUMENT") and "API key" in text:
                 kind = ErrorKind.AUTH
-            if error.code == 503 or error.status in ("UNAVAILABLE", "RESOURCE_EXHAUSTED"):
+            if error.code == 503 or error.status == "UNAVAILABLE":
+                kind = ErrorKind.OVERLOADED
+            elif error.status == "RESOURCE_EXHAUSTED":
                 kind = ErrorKind.TRANSIENT
             headers = getattr(error.response, "headers", None)
             return ClassifiedError(kind, f"HTTP {error.code}: {text}", retry_after(headers))

@@ -1,8 +1,17 @@
 """The agent loop: ask the model, run the tools it calls, repeat until it stops or a limit hits.
 
 Same shape as mini-swe-agent: ``run`` loops over ``step``; small exceptions end the episode
-(the model submitted, a limit was reached, the budget cannot cover the next call). The model is
-usually a MeteredModel, which checks the budget before every call and prices it after.
+(the model submitted, a limit was reached, the budget cannot cover the next call, the context
+is full). The model is usually a MeteredModel, which checks the budget before every call and
+prices it after.
+
+What a real model does besides calling tools is handled here, each case bounded:
+- a reply the output limit cut (``ModelResponse.cut``) is not executed: its calls get error
+  results saying so, and the next call gets more room (up to ``max_tokens_on_cut``);
+- a reply without a tool call ends the episode only when the model's last verifier run passed
+  with no change since, or after ``talk_reminders`` reminders to either verify or confirm;
+- a request the provider finds too long ends the episode (status ``context_full``), not the run.
+Requests carry a compacted history (``history.compact``), so they stay bounded.
 """
 
 from __future__ import annotations
@@ -11,12 +20,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from envforge.agents.messages import Message, ModelRequest, ModelResponse
-from envforge.agents.model import Model
+from envforge.agents.history import HistoryLimits, compact
+from envforge.agents.messages import Message, ModelRequest, ModelResponse, TextPart, ToolResult
+from envforge.agents.model import ContextOverflow, Model
 from envforge.agents.tools import WorkspaceTools
 from envforge.cost.budget import BudgetExceeded
 
 EventFn = Callable[[str], None]
+MessageFn = Callable[[Message], None]
+EQUIVALENT = "verdict: equivalent"
+"""How run_verify's text starts when the port passed (verify_result.j2)."""
+CHANGES_FILES = ("write_file", "edit_file", "run_command")
 
 
 class AgentStop(Exception):
@@ -41,6 +55,14 @@ class OutOfBudget(AgentStop):
     status = "budget"
 
 
+class ContextFull(AgentStop):
+    status = "context_full"
+
+
+class OutputLimit(AgentStop):
+    status = "output_limit"
+
+
 @dataclass(frozen=True)
 class AgentLimits:
     max_steps: int = 40
@@ -48,12 +70,20 @@ class AgentLimits:
     max_wall_s: float = 1800.0
     max_tokens: int = 16000
     """Output tokens per call (also what the budget check assumes a call may produce)."""
+    max_tokens_on_cut: int = 32000
+    """After a reply cut at the output limit, the next call may produce up to twice as many
+    tokens, but no more than this."""
+    cut_replies: int = 3
+    """Cut replies in a row that end the episode (status ``output_limit``)."""
+    talk_reminders: int = 1
+    """Replies without a tool call answered with a reminder before one ends the episode."""
+    history: HistoryLimits = field(default_factory=HistoryLimits)
 
 
 @dataclass
 class AgentResult:
     status: str
-    """submitted | step_limit | time_limit | budget"""
+    """submitted | step_limit | time_limit | budget | context_full | output_limit"""
     message: str
     steps: int
     messages: list[Message] = field(default_factory=list)
@@ -66,19 +96,33 @@ class Agent:
         tools: WorkspaceTools,
         limits: AgentLimits | None = None,
         on_event: EventFn | None = None,
+        on_message: MessageFn | None = None,
     ) -> None:
         self.model = model
         self.tools = tools
         self.limits = limits or AgentLimits()
         self.on_event = on_event or (lambda _: None)
+        self.on_message = on_message or (lambda _: None)
+        """Called with every message as it joins the conversation (transcripts append here)."""
         self.system = ""
         self.messages: list[Message] = []
         self.steps = 0
         self.started = 0.0
+        self.max_tokens = self.limits.max_tokens
+        self.cuts = self.reminders = 0
+        self.verified = False
+        """The model's last run_verify passed and nothing was changed since."""
 
     def run(self, system: str, first: Message) -> AgentResult:
         """One episode from a system prompt and a first user message."""
-        self.system, self.messages, self.steps = system, [first], 0
+        self.system, self.messages, self.steps = system, [], 0
+        self.max_tokens, self.cuts, self.reminders, self.verified = (
+            self.limits.max_tokens,
+            0,
+            0,
+            False,
+        )
+        self.add(first)
         self.started = time.monotonic()
         while True:
             try:
@@ -86,17 +130,74 @@ class Agent:
             except AgentStop as stop:
                 return AgentResult(stop.status, str(stop), self.steps, self.messages)
 
+    def add(self, message: Message) -> None:
+        self.messages.append(message)
+        self.on_message(message)
+
     def step(self) -> None:
         self.check_limits()
         response = self.query()
-        self.messages.append(response.as_message())
+        self.add(response.as_message())
+        if response.cut:
+            self.cut(response)
+            return
+        self.cuts, self.max_tokens = 0, self.limits.max_tokens
         if not response.tool_calls:
-            raise Submitted(response.text)
+            self.talk(response)
+            return
         results = []
         for call in response.tool_calls:
             self.on_event(f"step {self.steps}: {call.name} {_brief(call.arguments)}")
-            results.append(self.tools.execute(call))
-        self.messages.append(Message("user", tuple(results)))
+            result = self.tools.execute(call)
+            if call.name == "run_verify" and not result.is_error:
+                self.verified = result.content.startswith(EQUIVALENT)
+            elif call.name in CHANGES_FILES:
+                self.verified = False
+            results.append(result)
+        self.add(Message("user", tuple(results)))
+
+    def cut(self, response: ModelResponse) -> None:
+        """The output limit cut the reply: run none of it, say so, give the next call more room."""
+        self.cuts += 1
+        if self.cuts >= self.limits.cut_replies:
+            raise OutputLimit(
+                f"{self.cuts} replies in a row cut at {self.max_tokens} output tokens"
+            )
+        cut_at = self.max_tokens
+        self.max_tokens = max(cut_at, min(2 * cut_at, self.limits.max_tokens_on_cut))
+        note = (
+            f"Your reply was cut at the output limit ({cut_at} tokens) and was not acted on"
+            f"{': its tool calls were not run' if response.tool_calls else ''}. The next reply "
+            f"may be up to {self.max_tokens} tokens. Keep replies shorter: write a long file in "
+            "parts (write_file with the first part, then edit_file to add the rest)."
+        )
+        parts: list[TextPart | ToolResult] = [
+            ToolResult(
+                c.id, c.name, "not run: the reply was cut before this call was complete", True
+            )
+            for c in response.tool_calls
+        ]
+        parts.append(TextPart(note))
+        self.add(Message("user", tuple(parts)))
+
+    def talk(self, response: ModelResponse) -> None:
+        """A reply without a tool call: done after a passing verify, else remind (bounded)."""
+        if self.verified or self.reminders >= self.limits.talk_reminders:
+            raise Submitted(response.text)
+        self.reminders += 1
+        self.add(
+            Message(
+                "user",
+                (
+                    TextPart(
+                        "You replied without a tool call. The port is judged by the verifier "
+                        "after you stop, and your latest changes have not passed run_verify. "
+                        "Continue with a tool call (run_verify, or a fix); if you are finished "
+                        "anyway, reply once more with only your summary."
+                    ),
+                ),
+            )
+        )
 
     def check_limits(self) -> None:
         if self.steps >= self.limits.max_steps:
@@ -105,17 +206,21 @@ class Agent:
         if elapsed >= self.limits.max_wall_s:
             raise TimeLimitReached(f"{elapsed:.0f}s (limit {self.limits.max_wall_s:.0f}s)")
 
-    def query(self) -> ModelResponse:
-        request = ModelRequest(
+    def request(self) -> ModelRequest:
+        return ModelRequest(
             system=self.system,
-            messages=tuple(self.messages),
+            messages=compact(self.messages, self.limits.history),
             tools=self.tools.specs,
-            max_tokens=self.limits.max_tokens,
+            max_tokens=self.max_tokens,
         )
+
+    def query(self) -> ModelResponse:
         try:
-            response = self.model.complete(request)
+            response = self.model.complete(self.request())
         except BudgetExceeded as e:
             raise OutOfBudget(str(e)) from e
+        except ContextOverflow as e:
+            raise ContextFull(str(e)) from e
         self.steps += 1
         return response
 

@@ -6,12 +6,31 @@ as JSON, so they hold plain data only (no SDK objects, no credentials).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
 INVALID_ARGUMENTS = "__invalid_json__"
 """Argument key carrying a tool call's raw arguments when the model sent malformed JSON."""
+CUT_STOP_REASONS = frozenset({"max_tokens", "length", "MAX_TOKENS"})
+"""Finish reasons meaning the output limit cut the reply (Anthropic, OpenAI, Gemini)."""
+
+
+def arguments_or_invalid(raw: object) -> dict[str, Any]:
+    """A tool call's arguments as the SDK parsed them, or the raw text under INVALID_ARGUMENTS
+    when they are not a JSON object (the tool then answers with an error, never a crash)."""
+    if isinstance(raw, dict):
+        return dict(raw)
+    if raw is None:
+        return {}
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            return {INVALID_ARGUMENTS: raw}
+        return value if isinstance(value, dict) else {INVALID_ARGUMENTS: raw}
+    return {INVALID_ARGUMENTS: str(raw)}
 
 
 @dataclass(frozen=True)
@@ -105,6 +124,9 @@ class Usage:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    """Input tokens written to the prompt cache (Anthropic: the 5-minute cache)."""
+    cache_write_1h_tokens: int = 0
+    """Input tokens written to Anthropic's 1-hour cache (billed at its own rate)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -112,11 +134,26 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+            self.cache_write_1h_tokens + other.cache_write_1h_tokens,
+        )
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens - other.input_tokens,
+            self.output_tokens - other.output_tokens,
+            self.cache_read_tokens - other.cache_read_tokens,
+            self.cache_write_tokens - other.cache_write_tokens,
+            self.cache_write_1h_tokens - other.cache_write_1h_tokens,
         )
 
     @property
     def total_input(self) -> int:
-        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+        return (
+            self.input_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+            + self.cache_write_1h_tokens
+        )
 
 
 @dataclass(frozen=True)
@@ -129,6 +166,11 @@ class ModelResponse:
     stop_reason: str = ""
     cost_usd: Decimal | None = field(default=None, compare=False)
     """Set by the meter once the call is priced and written to the ledger."""
+
+    @property
+    def cut(self) -> bool:
+        """The output limit cut this reply: its text is partial, its tool calls incomplete."""
+        return self.stop_reason in CUT_STOP_REASONS
 
     def as_message(self) -> Message:
         parts: list[Part] = [TextPart(self.text)] if self.text else []
@@ -207,6 +249,7 @@ def response_to_dict(response: ModelResponse) -> dict[str, Any]:
             "output_tokens": u.output_tokens,
             "cache_read_tokens": u.cache_read_tokens,
             "cache_write_tokens": u.cache_write_tokens,
+            "cache_write_1h_tokens": u.cache_write_1h_tokens,
         },
         "model": response.model,
         "stop_reason": response.stop_reason,

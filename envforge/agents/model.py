@@ -33,6 +33,10 @@ class ModelError(EnvforgeError):
     """The provider failed and retrying did not help (or cannot help)."""
 
 
+class ContextOverflow(ModelError):
+    """The request is longer than the model's context window: the episode ends, the run goes on."""
+
+
 class ModelAuthError(BadInput):
     """Missing or rejected API key."""
 
@@ -43,7 +47,11 @@ class UnknownModel(BadInput):
 
 class ErrorKind(Enum):
     TRANSIENT = "transient"
-    """429, 5xx, overloaded, connection and timeout errors: retry with backoff."""
+    """429, 5xx, connection and timeout errors: retry with backoff, ``attempts`` tries."""
+    OVERLOADED = "overloaded"
+    """The provider is overloaded (Anthropic 529, 503 UNAVAILABLE): retry for ``overload_wait_s``."""
+    CONTEXT = "context"
+    """The prompt does not fit the context window: retrying the same request cannot help."""
     AUTH = "auth"
     UNKNOWN_MODEL = "unknown_model"
     FATAL = "fatal"
@@ -58,6 +66,9 @@ class RetryPolicy:
     multiplier: float = 2.0
     jitter: float = 0.25
     """Each delay is scaled by a random factor in [1 - jitter, 1 + jitter]."""
+    overload_wait_s: float = 300.0
+    """An overloaded provider is retried (same backoff) until the waits add up to this: overload
+    spells last minutes, and giving up after a minute would end a run that could go on."""
 
     def delay(self, retry_index: int, retry_after_s: float | None = None) -> float:
         if retry_after_s is not None:
@@ -98,8 +109,8 @@ class ProviderModel:
         raise NotImplementedError
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        info = ClassifiedError(ErrorKind.FATAL, "no attempt made (RetryPolicy.attempts < 1)")
-        for attempt in range(self.retry.attempts):
+        attempt, waited = 0, 0.0
+        while True:
             try:
                 return self._send(request)
             except Exception as error:
@@ -107,30 +118,67 @@ class ProviderModel:
                 if classified is None:
                     raise
                 info = classified
-            if info.kind is ErrorKind.AUTH:
-                raise ModelAuthError(
-                    f"{self.provider} rejected the credentials for {self.name}: {info.message} "
-                    f"(check {self.key_hint})"
-                )
-            if info.kind is ErrorKind.UNKNOWN_MODEL:
-                raise UnknownModel(
-                    f"{self.provider} does not know model {self.name!r}: {info.message}"
-                )
-            if info.kind is ErrorKind.FATAL:
-                raise ModelError(f"{self.provider} {self.name}: {info.message}")
-            if attempt + 1 < self.retry.attempts:
-                delay = self.retry.delay(attempt, info.retry_after_s)
-                log.warning(
-                    "%s %s: %s; retrying in %.1fs", self.provider, self.name, info.message, delay
-                )
-                self._sleep(delay)
+            self._raise_unretryable(info)
+            attempt += 1
+            if (
+                info.kind is ErrorKind.OVERLOADED
+            ):  # may go past ``attempts``: it is the wait that counts
+                if waited >= self.retry.overload_wait_s:
+                    break
+            elif attempt >= self.retry.attempts:
+                break
+            delay = self.retry.delay(min(attempt - 1, 30), info.retry_after_s)
+            log.warning(
+                "%s %s: %s; retrying in %.1fs", self.provider, self.name, info.message, delay
+            )
+            self._sleep(delay)
+            waited += delay
         raise ModelError(
-            f"{self.provider} {self.name}: gave up after {self.retry.attempts} attempts: {info.message}"
+            f"{self.provider} {self.name}: gave up after {self._tries(attempt, waited, info)}: "
+            f"{info.message}"
         )
+
+    def _tries(self, attempt: int, waited: float, info: ClassifiedError) -> str:
+        if info.kind is ErrorKind.OVERLOADED:
+            return f"{waited:.0f}s of waiting for an overloaded provider"
+        return f"{attempt} attempts"
+
+    def _raise_unretryable(self, info: ClassifiedError) -> None:
+        if info.kind is ErrorKind.CONTEXT:
+            raise ContextOverflow(f"{self.provider} {self.name}: {info.message}")
+        if info.kind is ErrorKind.AUTH:
+            raise ModelAuthError(
+                f"{self.provider} rejected the credentials for {self.name}: {info.message} "
+                f"(check {self.key_hint})"
+            )
+        if info.kind is ErrorKind.UNKNOWN_MODEL:
+            raise UnknownModel(f"{self.provider} does not know model {self.name!r}: {info.message}")
+        if info.kind is ErrorKind.FATAL:
+            raise ModelError(f"{self.provider} {self.name}: {info.message}")
+
+
+CONTEXT_OVERFLOW_PHRASES = (
+    "prompt is too long",  # Anthropic
+    "context length",  # OpenAI, vLLM: "maximum context length is ..."
+    "context_length_exceeded",
+    "exceeds the maximum number of tokens",  # Gemini
+    "context window",
+    "too many tokens",
+)
+
+
+def is_context_overflow(status: int, text: str) -> bool:
+    """A 400/413 whose message says the prompt does not fit (each provider words it its own way)."""
+    lowered = text.lower()
+    return status in (400, 413) and any(p in lowered for p in CONTEXT_OVERFLOW_PHRASES)
 
 
 def status_kind(status: int, text: str = "") -> ErrorKind:
     """The usual HTTP meaning of a status code, shared by the adapters."""
+    if is_context_overflow(status, text):
+        return ErrorKind.CONTEXT
+    if status in (529, 503):
+        return ErrorKind.OVERLOADED
     if status in (401, 403):
         return ErrorKind.AUTH
     if status == 404 or (status == 400 and "model" in text.lower() and "not" in text.lower()):

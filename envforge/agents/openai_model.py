@@ -14,13 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 from envforge.agents.messages import (
-    INVALID_ARGUMENTS,
     ModelRequest,
     ModelResponse,
     TextPart,
     ToolCall,
     ToolResult,
     Usage,
+    arguments_or_invalid,
 )
 from envforge.agents.model import (
     ClassifiedError,
@@ -86,19 +86,11 @@ def wire_request(model: str, request: ModelRequest, official: bool) -> dict[str,
     return kwargs
 
 
-def _arguments(raw: str | None) -> dict[str, Any]:
-    try:
-        value = json.loads(raw or "{}")
-    except json.JSONDecodeError:
-        return {INVALID_ARGUMENTS: raw}
-    return value if isinstance(value, dict) else {INVALID_ARGUMENTS: raw}
-
-
 def parse_response(completion: Any) -> ModelResponse:
     choice = completion.choices[0]
     message = choice.message
     calls = tuple(
-        ToolCall(c.id, c.function.name, _arguments(c.function.arguments))
+        ToolCall(c.id, c.function.name, arguments_or_invalid(c.function.arguments or "{}"))
         for c in (message.tool_calls or [])
         if getattr(c, "function", None) is not None
     )
@@ -162,6 +154,8 @@ class OpenAICompatibleModel(ProviderModel):
             code = getattr(error, "code", None)
             if code == "model_not_found":
                 kind = ErrorKind.UNKNOWN_MODEL
+            if code == "context_length_exceeded":
+                kind = ErrorKind.CONTEXT
             return ClassifiedError(
                 kind, f"HTTP {error.status_code}: {text}", retry_after(error.response.headers)
             )

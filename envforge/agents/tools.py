@@ -1,7 +1,11 @@
 """The agent's workspace tools: read_file, write_file, edit_file, list_files, run_verify,
 run_command. Every path is resolved inside the workspace; a path that would leave it (``..``,
-an absolute path elsewhere, a symlink pointing out) is refused. A tool's failure is reported to
-the model as an error result, never raised into the agent loop.
+an absolute path elsewhere, a symlink pointing out) is refused. A tool's failure, whatever
+raised it, is reported to the model as an error result, never raised into the agent loop.
+
+Every result is cut to ``ToolLimits.observation_chars`` (head and tail kept), and ``read_file``
+reads long files a range of lines at a time, so one observation cannot fill the context. Paths
+of the workspace, the project and the Python installation are hidden from what the model reads.
 """
 
 from __future__ import annotations
@@ -11,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envforge.agents.host_paths import hide_host_paths
 from envforge.agents.messages import INVALID_ARGUMENTS, ToolCall, ToolResult, ToolSpec
-from envforge.prompts.render import scrub_paths, tool_specs
+from envforge.prompts.render import tool_specs
 from envforge.sandbox.base import Sandbox
 from envforge.sandbox.process import ProcessSandbox
 
@@ -27,7 +32,10 @@ class ToolError(Exception):
 
 @dataclass(frozen=True)
 class ToolLimits:
-    read_chars: int = 100_000
+    read_chars: int = 16_000
+    """read_file returns whole lines up to this many characters, then says how to read on."""
+    observation_chars: int = 16_000
+    """Any tool result longer than this is cut to its head and tail."""
     list_limit: int = 500
 
 
@@ -72,8 +80,16 @@ class WorkspaceTools:
         try:
             output = handler(**_arguments(call, self.specs))
         except ToolError as e:
-            return ToolResult(call.id, call.name, str(e), True)
-        return ToolResult(call.id, call.name, scrub_paths(output, [self.root]))
+            return self._result(call, str(e), True)
+        except Exception as e:  # an OSError, a bad encoding, a failing verifier: the model's to see
+            return self._result(call, f"{call.name} failed: {type(e).__name__}: {e}", True)
+        return self._result(call, output, False)
+
+    def _result(self, call: ToolCall, text: str, is_error: bool) -> ToolResult:
+        text = hide_host_paths(text, [self.root])
+        return ToolResult(
+            call.id, call.name, cut_middle(text, self.limits.observation_chars), is_error
+        )
 
     # ---- paths ---------------------------------------------------------------------------
     def resolve(self, path: str) -> Path:
@@ -89,20 +105,38 @@ class WorkspaceTools:
         return str(path.relative_to(self.root)) if path != self.root else "."
 
     # ---- tools ---------------------------------------------------------------------------
-    def read_file(self, path: str) -> str:
+    def read_file(self, path: str, start_line: int = 1, end_line: int | None = None) -> str:
         target = self.resolve(path)
         if not target.is_file():
             raise ToolError(f"{path}: no such file")
-        text = target.read_text(errors="replace")
-        limit = self.limits.read_chars
-        if len(text) > limit:
-            return text[:limit] + f"\n... [cut: the file has {len(text)} characters]"
-        return text
+        lines = target.read_text(errors="replace").splitlines(keepends=True)
+        first = max(1, int(start_line))
+        last = len(lines) if end_line is None else min(len(lines), int(end_line))
+        if first > max(1, len(lines)):
+            raise ToolError(f"{path}: start_line {first} is past the end ({len(lines)} lines)")
+        shown: list[str] = []
+        size = 0
+        for line in lines[first - 1 : last]:
+            if shown and size + len(line) > self.limits.read_chars:
+                break
+            shown.append(line)
+            size += len(line)
+        text = "".join(shown)
+        until = first + len(shown) - 1
+        if first == 1 and until == len(lines):
+            return text
+        more = ""
+        if until < last:
+            more = f"; the next call: start_line={until + 1}"
+        return f"[{path}: lines {first}-{until} of {len(lines)}{more}]\n{text}"
 
     def write_file(self, path: str, content: str) -> str:
         target = self.resolve(path)
         if target.is_dir():
             raise ToolError(f"{path}: is a folder")
+        for parent in target.relative_to(self.root).parents:
+            if (self.root / parent).is_file():
+                raise ToolError(f"{path}: {parent} is a file, not a folder")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content)
         return f"wrote {len(content)} characters to {self.relative(target)}"
@@ -113,7 +147,10 @@ class WorkspaceTools:
             raise ToolError(f"{path}: no such file")
         if not old:
             raise ToolError("old must not be empty")
-        text = target.read_text()
+        try:
+            text = target.read_text()
+        except UnicodeDecodeError:
+            raise ToolError(f"{path}: not a UTF-8 text file; edit_file edits text only") from None
         count = text.count(old)
         if count == 0:
             raise ToolError(
@@ -156,7 +193,12 @@ class WorkspaceTools:
 def _arguments(call: ToolCall, specs: tuple[ToolSpec, ...]) -> dict[str, Any]:
     """The call's arguments checked against the tool's schema (names and string types)."""
     if INVALID_ARGUMENTS in call.arguments:
-        raise ToolError("the arguments were not valid JSON; send a JSON object")
+        raw = str(call.arguments[INVALID_ARGUMENTS])
+        shown = raw if len(raw) <= 200 else raw[:200] + "..."
+        raise ToolError(
+            f"{call.name}: the arguments were not valid JSON (a JSON object is expected): "
+            f"{shown!r}; the call was not run, send it again"
+        )
     schema = next(s.parameters for s in specs if s.name == call.name)
     allowed = schema.get("properties", {})
     unknown = sorted(set(call.arguments) - set(allowed))
@@ -166,6 +208,19 @@ def _arguments(call: ToolCall, specs: tuple[ToolSpec, ...]) -> dict[str, Any]:
         problems += [f"missing argument(s) {missing}"] if missing else []
         raise ToolError(f"{call.name}: {'; '.join(problems)}; expected {sorted(allowed)}")
     for name, value in call.arguments.items():
-        if allowed[name].get("type") == "string" and not isinstance(value, str):
+        kind = allowed[name].get("type")
+        if kind == "string" and not isinstance(value, str):
             raise ToolError(f"{call.name}: argument {name!r} must be a string")
+        if kind == "integer" and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ToolError(f"{call.name}: argument {name!r} must be an integer")
     return dict(call.arguments)
+
+
+def cut_middle(text: str, limit: int) -> str:
+    """``text`` whole when short, else its head and tail around a note of what was cut."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit // 3]
+    tail = text[len(text) - (limit - len(head)) :]
+    cut = len(text) - len(head) - len(tail)
+    return f"{head}\n... [{cut} characters cut from the middle of this output] ...\n{tail}"

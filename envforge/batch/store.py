@@ -24,7 +24,7 @@ from typing import Any
 
 from envforge.agents.messages import Usage
 from envforge.cost.ledger import SCHEMA as LEDGER_SCHEMA
-from envforge.cost.ledger import LedgerEntry, insert_entry
+from envforge.cost.ledger import LedgerEntry, add_missing_columns, insert_entry
 from envforge.errors import BadInput
 
 FINISHED = ("passed", "failed", "budget-exhausted", "error")
@@ -190,6 +190,7 @@ class BatchStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(LEDGER_SCHEMA + SCHEMA)
+            add_missing_columns(self._db)
         except (OSError, sqlite3.Error) as e:
             raise BadInput(f"cannot open batch store {self.path}: {e}") from None
 
@@ -305,7 +306,7 @@ class BatchStore:
         with self._lock:
             rows = self._db.execute(
                 "SELECT job, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,"
-                " cost_usd FROM calls ORDER BY id"
+                " cache_write_1h_tokens, cost_usd FROM calls ORDER BY id"
             ).fetchall()
         totals: dict[str, Spending] = {}
         for job, *tokens, cost in rows:

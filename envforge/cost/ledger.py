@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS calls (
     cache_read_tokens INTEGER NOT NULL,
     cache_write_tokens INTEGER NOT NULL,
     cost_usd TEXT NOT NULL,
-    price_version TEXT NOT NULL
+    price_version TEXT NOT NULL,
+    cache_write_1h_tokens INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS calls_job ON calls(job);
 """
@@ -77,6 +78,7 @@ class Ledger:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(SCHEMA)
+            add_missing_columns(self._db)
         except (OSError, sqlite3.Error) as e:
             raise BadInput(f"cannot open cost ledger {self.path}: {e}") from None
 
@@ -97,7 +99,7 @@ class Ledger:
     def entries(self, job: str | None = None, run: str | None = None) -> list[LedgerEntry]:
         query = (
             "SELECT job, run, purpose, model, input_tokens, output_tokens, cache_read_tokens,"
-            " cache_write_tokens, cost_usd, price_version, ts FROM calls"
+            " cache_write_tokens, cost_usd, price_version, ts, cache_write_1h_tokens FROM calls"
         )
         clauses, args = [], []
         if job is not None:
@@ -111,7 +113,14 @@ class Ledger:
         rows = self._db.execute(query + " ORDER BY id", args).fetchall()
         return [
             LedgerEntry(
-                r[0], r[1], r[2], r[3], Usage(r[4], r[5], r[6], r[7]), Decimal(r[8]), r[9], r[10]
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                Usage(r[4], r[5], r[6], r[7], r[11]),
+                Decimal(r[8]),
+                r[9],
+                r[10],
             )
             for r in rows
         ]
@@ -131,6 +140,16 @@ class Ledger:
         return [SummaryRow(k, *v) for k, v in sorted(groups.items())]
 
 
+def add_missing_columns(db: sqlite3.Connection) -> None:
+    """Bring a ledger written by an older envforge up to this schema (columns added since)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
+    if "cache_write_1h_tokens" not in columns:
+        with db:
+            db.execute(
+                "ALTER TABLE calls ADD COLUMN cache_write_1h_tokens INTEGER NOT NULL DEFAULT 0"
+            )
+
+
 def insert_entry(db: sqlite3.Connection, entry: LedgerEntry) -> LedgerEntry:
     """Insert one call row without committing, so a caller can make it part of a larger
     transaction (the batch store writes it together with the call log)."""
@@ -138,8 +157,8 @@ def insert_entry(db: sqlite3.Connection, entry: LedgerEntry) -> LedgerEntry:
     u = entry.usage
     db.execute(
         "INSERT INTO calls (ts, day, job, run, purpose, model, input_tokens, output_tokens,"
-        " cache_read_tokens, cache_write_tokens, cost_usd, price_version)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " cache_read_tokens, cache_write_tokens, cost_usd, price_version, cache_write_1h_tokens)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             ts,
             ts[:10],
@@ -153,6 +172,7 @@ def insert_entry(db: sqlite3.Connection, entry: LedgerEntry) -> LedgerEntry:
             u.cache_write_tokens,
             str(entry.cost_usd),
             entry.price_version,
+            u.cache_write_1h_tokens,
         ),
     )
     return replace(entry, ts=ts)

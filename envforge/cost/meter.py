@@ -1,4 +1,11 @@
-"""The meter: every call is budget-checked before it is made and priced and logged after."""
+"""The meter: every call is budget-checked before it is made and priced and logged after.
+
+The check assumes the call's worst case: its input as estimated from the previous call's billed
+usage (``estimate.InputTokenEstimate``) at the dearest input rate, plus ``max_tokens`` output.
+A replayed cassette costs nothing: its rows go to the ledger at $0 under ``replay:<model>``,
+while the budget is checked against what the recorded calls cost, so a replay stops where the
+recorded run stopped.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,8 @@ from typing import Protocol
 
 from envforge.agents.messages import ModelRequest, ModelResponse, Usage
 from envforge.agents.model import Model
-from envforge.cost.budget import Budget, worst_case_cost
+from envforge.cost.budget import Budget
+from envforge.cost.estimate import InputTokenEstimate
 from envforge.cost.ledger import Ledger, LedgerEntry
 from envforge.cost.prices import Price
 
@@ -55,20 +63,32 @@ class MeteredModel:
         self.usage = Usage()
         self.cost_usd = Decimal(0)
         """Spent by this run (the job may have spent more in earlier runs)."""
+        self.estimate = InputTokenEstimate()
+        self.replay = bool(getattr(model, "replay", False))
+        self.recorded_usd = Decimal(0)
+        """What the replayed calls cost when they were recorded (replays only)."""
+
+    def worst_case(self, request: ModelRequest) -> Decimal:
+        return self.price.worst_case(self.estimate(request), request.max_tokens)
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        self.budget.check(self.ledger.spent(job=self.job), worst_case_cost(request, self.price))
+        spent = self.ledger.spent(job=self.job) + self.recorded_usd
+        self.budget.check(spent, self.worst_case(request))
         response = self.inner.complete(request)
         cost = self.price.cost(response.usage)
+        self.estimate.observe(request, response.usage)
+        if self.replay:
+            self.recorded_usd += cost
+            cost = Decimal(0)
         self.ledger.record(
             LedgerEntry(
                 job=self.job,
                 run=self.run,
                 purpose=self.purpose,
-                model=self.name,
+                model=f"replay:{self.name}" if self.replay else self.name,
                 usage=response.usage,
                 cost_usd=cost,
-                price_version=self.price.version,
+                price_version="replay" if self.replay else self.price.version,
             )
         )
         self.calls += 1

@@ -15,6 +15,7 @@ DEFAULT_TABLE = Path(__file__).with_name("prices.toml")
 PER_MILLION = Decimal(1_000_000)
 RATE_KEYS = ("input", "output", "cache_read", "cache_write")
 BATCH_KEYS = ("batch_input", "batch_output")
+OPTIONAL_KEYS = (*BATCH_KEYS, "cache_write_1h")
 
 
 class UnknownPrice(BadInput):
@@ -31,6 +32,8 @@ class Price:
     cache_write: Decimal
     batch_input: Decimal | None = None
     batch_output: Decimal | None = None
+    cache_write_1h: Decimal | None = None
+    """Writes to a 1-hour prompt cache (Anthropic); None: billed at ``cache_write``."""
     version: str = "user"
     """The price table version these rates come from, or ``user`` for rates given on the CLI."""
 
@@ -46,12 +49,17 @@ class Price:
             + usage.output_tokens * rate_out
             + usage.cache_read_tokens * self.cache_read
             + usage.cache_write_tokens * self.cache_write
+            + usage.cache_write_1h_tokens * self.long_cache_write
         )
         return micro / PER_MILLION
 
+    @property
+    def long_cache_write(self) -> Decimal:
+        return self.cache_write if self.cache_write_1h is None else self.cache_write_1h
+
     def worst_case(self, input_tokens: int, max_output_tokens: int) -> Decimal:
-        """The most a call can cost: every input token at the dearer of input/cache-write rates."""
-        rate_in = max(self.input, self.cache_write)
+        """The most a call can cost: every input token at the dearest input/cache-write rate."""
+        rate_in = max(self.input, self.cache_write, self.long_cache_write)
         return (input_tokens * rate_in + max_output_tokens * self.output) / PER_MILLION
 
 
@@ -102,14 +110,15 @@ def load_price_table(path: str | Path | None = None) -> PriceTable:
         if missing:
             raise BadInput(f"{where}: missing {', '.join(missing)}")
         rate = {k: _decimal(entry[k], f"{where}.{k}") for k in RATE_KEYS}
-        batch = {k: _decimal(entry[k], f"{where}.{k}") for k in BATCH_KEYS if k in entry}
+        extra = {k: _decimal(entry[k], f"{where}.{k}") for k in OPTIONAL_KEYS if k in entry}
         prices[name] = Price(
             input=rate["input"],
             output=rate["output"],
             cache_read=rate["cache_read"],
             cache_write=rate["cache_write"],
-            batch_input=batch.get("batch_input"),
-            batch_output=batch.get("batch_output"),
+            batch_input=extra.get("batch_input"),
+            batch_output=extra.get("batch_output"),
+            cache_write_1h=extra.get("cache_write_1h"),
             version=version,
         )
         for alias in entry.get("aliases", []):

@@ -255,7 +255,8 @@ def verify_result(report: Report, roots: list[Path]) -> str:
                 "level": lv.level,
                 "name": lv.name,
                 "status": lv.status,
-                "summary": scrub_paths(lv.summary, roots),
+                # never what depends on machine speed: a replayed run must read the same
+                "summary": scrub_paths(lv.portable_summary or lv.summary, roots),
             }
             for lv in report.levels
         ],

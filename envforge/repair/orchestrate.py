@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -105,6 +105,7 @@ class Iteration:
                 "output": u.output_tokens,
                 "cache_read": u.cache_read_tokens,
                 "cache_write": u.cache_write_tokens,
+                "cache_write_1h": u.cache_write_1h_tokens,
             },
         }
 
@@ -213,17 +214,18 @@ class RepairLoop:
         )
 
     # ---- the loop ---------------------------------------------------------------------
-    def episode(self, task: str, purpose: str) -> AgentResult:
+    def episode(self, task: str, purpose: str, number: int) -> AgentResult:
         limits = self.config.agent
         if self.config.max_wall_s is not None:
             left = self.config.max_wall_s - (time.monotonic() - self.started)
-            limits = AgentLimits(limits.max_steps, min(limits.max_wall_s, left), limits.max_tokens)
+            limits = replace(limits, max_wall_s=min(limits.max_wall_s, left))
         self.model.purpose = purpose
 
         def on_event(message: str) -> None:
             self.progress(f"{purpose}: {message} [${self.model.cost_usd:.4f}]")
 
-        agent = Agent(self.model, self.tools, limits, on_event)
+        transcript = self.ws.start_transcript(number)
+        agent = Agent(self.model, self.tools, limits, on_event, transcript)
         first = user(self.prompt.context, task, cache_first=True)
         return agent.run(self.prompt.system, first)
 
@@ -234,7 +236,7 @@ class RepairLoop:
         calls, usage, cost = self.model.calls, self.model.usage, self.model.cost_usd
         self.progress(f"{kind} {number}: agent working")
         try:
-            episode = self.episode(task, f"{kind} {number}")
+            episode = self.episode(task, f"{kind} {number}", number)
         except ModelError as e:
             episode = AgentResult("model_error", str(e), 0, [])
         self.progress(f"{kind} {number}: verifying")
@@ -247,11 +249,11 @@ class RepairLoop:
             verdict=report.verdict if report else "no port",
             level_status={lv.level: lv.status for lv in report.levels} if report else {},
             calls=self.model.calls - calls,
-            usage=_minus(self.model.usage, usage),
+            usage=self.model.usage - usage,
             cost_usd=self.model.cost_usd - cost,
             finding=_one_line(finding),
         )
-        self.ws.snapshot(number, report, episode.messages, record.to_dict())
+        self.ws.snapshot(number, report, record.to_dict())
         self.progress(f"{kind} {number}: {record.verdict} [${self.model.cost_usd:.4f}]")
         return record, episode, report, finding
 
@@ -283,15 +285,6 @@ class RepairLoop:
 
             report = optimize(self, iterations, report)
         return RepairResult(status, message, iterations, report, self.ws.root)
-
-
-def _minus(a: Usage, b: Usage) -> Usage:
-    return Usage(
-        a.input_tokens - b.input_tokens,
-        a.output_tokens - b.output_tokens,
-        a.cache_read_tokens - b.cache_read_tokens,
-        a.cache_write_tokens - b.cache_write_tokens,
-    )
 
 
 def _one_line(finding: Finding | None) -> str:

@@ -3,7 +3,8 @@
 <workspace>/port/                 the port the agent edits (what gets verified)
 <workspace>/reference/            copies of the reference sources, for reading and running
 <workspace>/iterations/NN/        per iteration: port/ snapshot, report.json, cost.json,
-                                  transcript.jsonl (the conversation, without credentials)
+                                  transcript.jsonl (the conversation, without credentials,
+                                  appended as each message arrives, so a killed run keeps it)
 """
 
 from __future__ import annotations
@@ -72,25 +73,32 @@ class RunWorkspace:
     def iteration_dir(self, number: int) -> Path:
         return self.root / "iterations" / f"{number:02d}"
 
-    def snapshot(
-        self,
-        number: int,
-        report: Report | None,
-        messages: list[Message],
-        cost: dict[str, Any],
-    ) -> Path:
+    def start_transcript(self, number: int) -> Callable[[Message], None]:
+        """A fresh iteration folder, and the function that appends a message to its transcript."""
         folder = self.iteration_dir(number)
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
+        path = folder / "transcript.jsonl"
+        path.touch()
+
+        def append(message: Message) -> None:
+            line = {"role": message.role, "parts": [part_to_dict(p) for p in message.parts]}
+            with path.open("a") as f:
+                f.write(json.dumps(line) + "\n")
+
+        return append
+
+    def snapshot(self, number: int, report: Report | None, cost: dict[str, Any]) -> Path:
+        """The iteration's port, report and cost beside its transcript."""
+        folder = self.iteration_dir(number)
+        folder.mkdir(parents=True, exist_ok=True)
+        if (folder / "port").exists():
+            shutil.rmtree(folder / "port")
         shutil.copytree(self.port_dir, folder / "port", ignore=_ignore_caches)
         if report is not None:
             (folder / "report.json").write_text(json.dumps(report.to_dict(), indent=2))
         (folder / "cost.json").write_text(json.dumps(cost, indent=2))
-        with (folder / "transcript.jsonl").open("w") as f:
-            for m in messages:
-                f.write(json.dumps({"role": m.role, "parts": [part_to_dict(p) for p in m.parts]}))
-                f.write("\n")
         return folder
 
     def restore(self, number: int) -> None:

@@ -21,6 +21,9 @@ class LevelResult:
     findings: list[Finding] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     wall_s: float = 0.0
+    portable_summary: str = ""
+    """The summary without what depends on machine speed (how far a time-budgeted sweep got),
+    for agents: a replayed run must see the same text. Empty: ``summary`` has nothing such."""
 
     @property
     def name(self) -> str:
