@@ -205,3 +205,37 @@ def test_cost_command_reports_by_job_model_and_day(tmp_path: Path) -> None:
         ).output
     )
     assert only["total_usd"] == "0.00225" and len(only["rows"]) == 1
+
+
+def test_the_input_estimate_follows_the_previous_calls_billed_usage() -> None:
+    from envforge.cost.estimate import InputTokenEstimate
+
+    estimate = InputTokenEstimate()
+    short = ModelRequest("s", (user("x" * 2999),))
+    assert estimate(short) == 1000  # nothing billed yet: 3 characters per token
+    estimate.observe(short, Usage(input_tokens=500, cache_read_tokens=1000))  # 2 chars per token
+    longer = ModelRequest("s", (user("x" * 2999), user("y" * 1000)))
+    # the 1500 tokens billed, plus the 1000 new characters at 2 per token and a 10% margin
+    assert estimate(longer) == 1500 + 550
+    shrunk = ModelRequest("s", (user("x" * 999),))  # old output elided: scaled at that rate
+    assert estimate(shrunk) == 550
+    estimate.observe(longer, Usage())  # a call billed nothing (scripted) teaches nothing
+    assert estimate(longer) == 2050
+
+
+def test_a_ledger_from_before_the_one_hour_cache_column_is_upgraded(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript(
+            "CREATE TABLE calls (id INTEGER PRIMARY KEY AUTOINCREMENT, ts TEXT NOT NULL,"
+            " day TEXT NOT NULL, job TEXT NOT NULL, run TEXT NOT NULL, purpose TEXT NOT NULL,"
+            " model TEXT NOT NULL, input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,"
+            " cache_read_tokens INTEGER NOT NULL, cache_write_tokens INTEGER NOT NULL,"
+            " cost_usd TEXT NOT NULL, price_version TEXT NOT NULL);"
+            "INSERT INTO calls VALUES (1, '2026-01-01T00:00:00', '2026-01-01', 'j', 'r', 'p',"
+            " 'm', 10, 1, 0, 0, '0.5', 'v');"
+        )
+    with Ledger(path) as ledger:
+        ledger.record(LedgerEntry("j", "r", "p", "m", Usage(1, 1, 0, 2, 3), Decimal("0.25"), "v"))
+        assert [e.usage for e in ledger.entries()] == [Usage(10, 1), Usage(1, 1, 0, 2, 3)]
+        assert ledger.spent(job="j") == Decimal("0.75")

@@ -29,7 +29,7 @@ from wire import (
 
 from envforge.agents.cassette import CassetteMismatch, RecordingModel, ReplayModel
 from envforge.agents.loop import Agent, AgentLimits
-from envforge.agents.messages import Message, ModelRequest, ToolResult, user
+from envforge.agents.messages import Message, ModelRequest, ToolResult, Usage, user
 from envforge.agents.model import ModelAuthError, ModelError, UnknownModel
 from envforge.agents.select import ModelOptions, open_model
 from envforge.agents.tools import WorkspaceTools
@@ -360,3 +360,93 @@ def test_replay_fails_loudly_when_the_run_asks_more_than_was_recorded(tmp_path: 
     (tmp_path / "bad.jsonl").write_text("not json\n")
     with pytest.raises(BadInput):
         ReplayModel(tmp_path / "bad.jsonl")
+
+
+def test_cassettes_append_store_new_messages_only_and_show_the_differing_text(
+    tmp_path: Path,
+) -> None:
+    from envforge.agents.scripted import ScriptedModel, reply
+
+    cassette = tmp_path / "run.jsonl"
+    long_context = "reference source line\n" * 400
+
+    def record(task: str) -> list[Message]:
+        script = [reply(calls=[("list_files", {"path": "."})], turn=i) for i in range(3)]
+        script += [reply("Done."), reply("Done.")]
+        model = RecordingModel(ScriptedModel(script, name="claude-sonnet-4-6"), cassette)
+        result = Agent(model, WorkspaceTools(tmp_path / "ws")).run(
+            "system", user(long_context, task, cache_first=True)
+        )
+        return result.messages
+
+    first = record("Write a.py")
+    size_after_one_run = cassette.stat().st_size
+    second = record("Write b.py")  # --record appends: both runs are in the file
+    lines = cassette.read_text().splitlines()
+    assert json.loads(lines[0]) == {"cassette": 2, "model": "claude-sonnet-4-6"}
+    assert len(lines) == 1 + 2 * 5
+    # each call after a run's first stores only its new messages, not the whole history
+    calls = [json.loads(line)["call"] for line in lines[1:]]
+    assert [c["keep"] for c in calls[:5]] == [0, 1, 3, 5, 7]
+    assert all(long_context not in json.dumps(c) for c in calls[1:5])
+    assert "system" not in calls[1] and "tools" not in calls[1]
+    assert size_after_one_run < 2 * len(long_context) + 20_000
+
+    replay = ReplayModel(cassette)
+    assert replay.name == "claude-sonnet-4-6" and len(replay.calls) == 10
+    assert (
+        Agent(replay, WorkspaceTools(tmp_path / "again"))
+        .run("system", user(long_context, "Write a.py", cache_first=True))
+        .messages
+        == first
+    )
+    assert second[0].text.endswith("Write b.py")
+
+    with pytest.raises(CassetteMismatch) as caught:
+        Agent(ReplayModel(cassette), WorkspaceTools(tmp_path / "other")).run(
+            "system", user(long_context.replace("line\nref", "line\nREF", 1), "Write a.py",
+                           cache_first=True)
+        )  # fmt: skip
+    message = str(caught.value)
+    assert "call 1 diverges" in message and "messages[0].parts[0].text" in message
+    assert "character 22 (line 2)" in message
+    assert "recorded 'reference source line\\nreference" in message
+    assert "vs now 'reference source line\\nREFerence" in message
+
+    with pytest.raises(BadInput, match="holds calls of 'claude-sonnet-4-6'"):
+        RecordingModel(ScriptedModel([], name="gemini-2.5-pro"), cassette)
+
+
+def test_version_1_cassettes_still_replay(tmp_path: Path) -> None:
+    from envforge.agents.messages import request_to_dict, response_to_dict
+    from envforge.agents.scripted import reply
+
+    cassette = tmp_path / "v1.jsonl"
+    request = conversation()
+    line = {"request": request_to_dict(request), "response": response_to_dict(reply("hi"))}
+    cassette.write_text(
+        json.dumps({"cassette": 1, "model": "claude-sonnet-4-6"}) + "\n" + json.dumps(line) + "\n"
+    )
+    assert ReplayModel(cassette).complete(request).text == "hi"
+
+
+def test_anthropic_one_hour_cache_writes_are_priced_at_their_own_rate(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = PROVIDERS["anthropic"]
+    p.configure(monkeypatch, server.url)
+    usage = {
+        "input_tokens": 50,
+        "output_tokens": 10,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 3000,
+        "cache_creation": {"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": 2000},
+    }
+    server.reply(200, p.ok("ok", [], usage))
+    response = adapter("anthropic", []).complete(conversation())
+    assert response.usage == Usage(50, 10, 0, 1000, 2000)
+    price = load_price_table().price_for("claude-sonnet-4-6")
+    assert price.cache_write_1h == 2 * price.input
+    assert price.cost(response.usage) == (
+        50 * price.input + 10 * price.output + 1000 * price.cache_write + 2000 * 2 * price.input
+    ) / Decimal(1_000_000)

@@ -262,3 +262,108 @@ def test_a_landing_killed_half_way_leaves_a_folder_envforge_can_land_in_again(
     land_atomically(out, write("second"), "p3")
     assert (out / "pong.py").read_text() == "second" and (out / PROVENANCE).read_text() == "p3"
     assert sorted(p.name for p in out.parent.iterdir()) == ["jax-x"]  # leftovers cleared
+
+
+@pytest.mark.slow  # four L0-L1 verifications of pong: ~100-150 s on two busy cores
+def test_a_run_whose_agent_verifies_at_l1_replays_to_the_same_port_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    """The agent writes the port, runs run_verify at L0-L1 (whose time-budgeted reset sweep gets
+    as far as this machine's speed allows), and writes what the verifier said into the port. A
+    replay of the cassette must be asked the very same questions and land the same bytes."""
+    from envforge.agents.cassette import RecordingModel
+
+    good = _needs_pong()
+    usage = Usage(input_tokens=1000, output_tokens=100)
+
+    def note_the_verdict(request: ModelRequest) -> ModelResponse:
+        said = request.messages[-1].tool_results[0].content
+        l1 = next(line for line in said.splitlines() if line.startswith("L1 "))
+        port = good + f"\n# run_verify said: {l1}\n"
+        return reply(calls=[("write_file", {"path": "port/pong.py", "content": port})], turn=3)
+
+    script = [
+        reply(calls=[("write_file", {"path": "port/pong.py", "content": good})], turn=1),
+        reply(calls=[("run_verify", {"levels": "0-1"})], turn=2),
+        note_the_verdict,
+        reply("Ported; the verifier passed L0-L1.", usage=usage),
+        reply("Ported.", usage=usage),  # after the reminder (the last write was not verified)
+    ]
+    cassette = tmp_path / "run.jsonl"
+    config = replace(QUICK, levels=(0, 1), max_iters=1)
+
+    def run(model: str, name: str, live: RecordingModel | None = None) -> Path:
+        job = TranslateJob(spec=spec_for_name("pong"), model=model, config=config,
+                           out=tmp_path / name / "out", workspace=tmp_path / name / "ws",
+                           ledger=tmp_path / "ledger.sqlite", job=name, price=PRICE)  # fmt: skip
+        outcome = run_translate_job(job, model=live)
+        assert outcome.result.status == "verified", outcome.result.message
+        return tmp_path / name / "out" / "pong.py"
+
+    recorded = run("claude-sonnet-4-6", "live", RecordingModel(ScriptedModel(script), cassette))
+    replayed = run(f"replay:{cassette}", "replay")
+    assert "# run_verify said: L1 properties: pass" in recorded.read_text()
+    assert "every seed the reset sweep reached" in recorded.read_text()  # no seed count
+    assert replayed.read_bytes() == recorded.read_bytes()
+    with Ledger(tmp_path / "ledger.sqlite") as ledger:
+        assert ledger.spent(job="replay") == 0
+        assert {e.model for e in ledger.entries(job="replay")} == {"replay:scripted"}
+
+
+def test_a_context_overflow_ends_the_episode_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the Anthropic SDK against a local server: the translation episode's second call
+    is refused as too long; that port is verified (it fails L0), and the repair episode fixes it.
+    The transcript of each episode is on disk before its next call is made."""
+    from wire import PROVIDERS, FakeServer
+
+    from envforge.agents.anthropic_model import AnthropicModel
+    from envforge.agents.model import RetryPolicy
+
+    good = _needs_pong()
+    broken = good.replace(OBSERVE, "def observe_renamed(")
+    transcript = tmp_path / "ws" / "iterations" / "02" / "transcript.jsonl"
+    p = PROVIDERS["anthropic"]
+    server = FakeServer()
+    try:
+        p.configure(monkeypatch, server.url)
+        bill = p.bill(1000, 100)
+        server.reply(200, p.ok("", [("c1", "write_file", {"path": "port/pong.py",
+                                                           "content": broken})], bill))  # fmt: skip
+        server.reply(400, p.error(400, "context"))
+        server.reply(200, p.ok("", [("c2", "edit_file", {"path": "port/pong.py",
+                     "old": "def observe_renamed(", "new": OBSERVE})], bill))  # fmt: skip
+        server.reply(200, p.ok("Renamed it back.", [], bill))
+        server.reply(200, p.ok("Renamed it back, yes.", [], bill))
+        lines_before_each_call: list[int] = []
+        responder_seen = server.seen
+
+        model = AnthropicModel("claude-sonnet-4-6", RetryPolicy(attempts=1))
+        job = TranslateJob(spec=spec_for_name("pong"), model=model.name,
+                           config=replace(QUICK, levels=(0,), max_iters=2),
+                           out=tmp_path / "out", workspace=tmp_path / "ws",
+                           ledger=tmp_path / "ledger.sqlite", job="overflow")  # fmt: skip
+
+        class Watching:
+            """Passes calls on, noting how much of the transcript was on disk at each."""
+
+            name = model.name
+
+            def complete(self, request: ModelRequest) -> ModelResponse:
+                lines = transcript.read_text().count("\n") if transcript.is_file() else -1
+                lines_before_each_call.append(lines)
+                return model.complete(request)
+
+        outcome = run_translate_job(job, model=Watching())
+    finally:
+        server.close()
+    result = outcome.result
+    assert result.status == "verified", result.message
+    first, second = result.iterations
+    assert (first.agent_status, first.verdict) == ("context_full", "not equivalent")
+    assert first.finding.startswith("L0")
+    assert (second.agent_status, second.verdict) == ("submitted", "equivalent")
+    assert len(responder_seen) == 5 and outcome.calls == 4  # the refused call was not billed
+    # the repair episode's transcript grew before each of its calls: 1, 3, 5 messages
+    assert lines_before_each_call[2:] == [1, 3, 5]

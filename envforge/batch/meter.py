@@ -25,7 +25,7 @@ from envforge.agents.messages import (
 from envforge.agents.model import Model
 from envforge.batch.gate import CallRecord, Channel, ProgressUpdate, Refusal, budget_error
 from envforge.batch.models import skip_calls
-from envforge.cost.budget import worst_case_cost
+from envforge.cost.estimate import InputTokenEstimate
 from envforge.cost.ledger import LedgerEntry
 from envforge.cost.prices import Price
 from envforge.errors import EnvforgeError
@@ -58,6 +58,8 @@ class BatchMeter:
         self._skipped = False
         self.iteration = 0
         """The episode the last call belonged to (0 before the first call)."""
+        self.estimate = InputTokenEstimate()
+        """Input tokens of the next call, from the last call's billed usage."""
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         seq = self.calls + 1
@@ -72,11 +74,14 @@ class BatchMeter:
                     "to start it afresh"
                 )
             self.replayed += 1
-            return self._count(response_from_dict(json.loads(logged.response)), logged.cost_usd)
+            response = response_from_dict(json.loads(logged.response))
+            self.estimate.observe(request, response.usage)
+            return self._count(response, logged.cost_usd)
         if not self._skipped:
             skip_calls(self.inner, self.replayed)
             self._skipped = True
-        grant = self.channel.reserve(self.job, worst_case_cost(request, self.price))
+        worst = self.price.worst_case(self.estimate(request), request.max_tokens)
+        grant = self.channel.reserve(self.job, worst)
         if isinstance(grant, Refusal):
             raise budget_error(grant)
         try:
@@ -85,6 +90,7 @@ class BatchMeter:
             self.channel.release(grant.reservation)
             raise
         cost = self.price.cost(response.usage)
+        self.estimate.observe(request, response.usage)
         entry = LedgerEntry(
             job=self.job,
             run=self.run,

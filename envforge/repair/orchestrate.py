@@ -16,6 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from envforge.agents.host_paths import hide_host_paths
 from envforge.agents.loop import Agent, AgentLimits, AgentResult
 from envforge.agents.messages import Usage, user
 from envforge.agents.model import ModelError
@@ -198,6 +199,10 @@ class RepairLoop:
         return prompts.verify_result(report, self.roots)
 
     def repair_prompt(self, report: Report | None, finding: Finding, number: int) -> str:
+        # a finding's detail may hold a traceback through the virtualenv: no host paths
+        return hide_host_paths(self._repair_prompt(report, finding, number), [self.ws.root])
+
+    def _repair_prompt(self, report: Report | None, finding: Finding, number: int) -> str:
         if finding.check == "missing_port":
             return prompts.missing_port_task(
                 prompts.scrub_paths(finding.message, self.roots), self.ws.layout.port_rel

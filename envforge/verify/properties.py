@@ -492,11 +492,10 @@ def run(ctx: VerifyContext) -> LevelResult:
         summary += f"; every seed below {stats_out['reset_sweep_seeds']} resets identically"
         if "reset_sweep_reduced_from" in stats_out:
             summary += f" (cut from {stats_out['reset_sweep_reduced_from']} by the time budget)"
-    portable = summary
-    if "reset_sweep_seeds" in stats_out and ctx.options.seed_sweep is None:
-        # how far a time-budgeted sweep gets depends on the machine (exact with --seed-sweep)
-        portable = (
-            f"{counter.transitions} single-step transitions and resets agree; every seed the "
-            "time-budgeted reset sweep reached resets identically"
-        )
+    # For agents, no counts: how far a time-budgeted sweep gets depends on the machine, and the
+    # transition count was seen to differ by a hypothesis example between two runs (49314 and
+    # 49320, one process); a replayed run must read the same text.
+    portable = "single-step transitions and resets agree"
+    if "reset_sweep_seeds" in stats_out:
+        portable += "; every seed the reset sweep reached resets identically"
     return LevelResult(1, "pass", summary, stats=stats_out, portable_summary=portable)
