@@ -1,9 +1,10 @@
 """Gymnasium backend: real gymnasium envs driven as a batched, functional Driver.
 
-Each batch row gets its own env from a pool that grows to the largest batch seen and is reused.
-A step on row ``i`` resets env ``i`` (no seed: only to clear hidden per-episode attributes),
-writes the row's canonical fields into it (see ``attrs.py``), calls the wrapped ``env.step``
-once and reads the canonical state back. The reset matters: CartPole, for one, keeps
+Batch rows are served in turn by a pool of at most ``POOL_MAX`` envs (row ``i`` by env
+``i % POOL_MAX``; building thousands of envs cost more than stepping them: FrozenLake builds a
+transition table in each). A step on row ``i`` resets its env (no seed: only to clear hidden
+per-episode attributes), writes the row's canonical fields into it (see ``attrs.py``), calls
+the wrapped ``env.step`` once and reads the canonical state back. The reset matters: CartPole, for one, keeps
 ``steps_beyond_terminated`` outside its state and pays reward 0 instead of 1 on a second
 terminal step, so without it one row's history would leak into the next call's reward.
 If a reference keeps meaningful state outside the canonical fields, its spec must map it.
@@ -32,6 +33,7 @@ from envforge.rng.draws import DrawLog, row_seeds
 from envforge.rng.recorder import RowLog, UnsupportedDraw, logs_to_array, recording
 from envforge.spec import EnvSpec
 
+POOL_MAX = 64
 OBSERVATION_METHODS = ("_get_obs", "_get_ob")
 """Methods an env may have that compute its observation from its current state (in order)."""
 
@@ -89,17 +91,19 @@ class GymnasiumDriver(Driver):
         self._time_limits.append(self._time_limit(env))
 
     def _pool(self, n: int) -> list[Any]:
-        while len(self._envs) < n:
+        while len(self._envs) < min(n, POOL_MAX):
             self._add_env()
-        return self._envs[:n]
+        return [self._envs[i % len(self._envs)] for i in range(n)]
 
     def _load(self, i: int, state: State) -> None:
         """Env ``i`` with row ``i`` of ``state`` written into a freshly reset env."""
-        self._envs[i].reset()
-        self.attrs.write(core(self._envs[i]), state, i, self._time_limits[i])
+        k = i % len(self._envs)
+        self._envs[k].reset()
+        self.attrs.write(core(self._envs[k]), state, i, self._time_limits[k])
 
     def _read(self, i: int) -> dict[str, np.ndarray]:
-        return self.attrs.read(core(self._envs[i]), self._time_limits[i])
+        k = i % len(self._envs)
+        return self.attrs.read(core(self._envs[k]), self._time_limits[k])
 
     def _action(self, action: np.ndarray) -> Any:
         if self.spec.action.type == "discrete":

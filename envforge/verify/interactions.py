@@ -207,7 +207,31 @@ def make_machine(ctx: VerifyContext, record: _Record) -> type[RuleBasedStateMach
     return Interactions
 
 
+SEQUENCE_LENGTH = 10
+"""Distribution mode: actions per tested sequence."""
+
+
+def _run_distributions(ctx: VerifyContext) -> LevelResult:
+    """``[rng] step = "distribution"``: states reached after short action sequences, each side
+    drawing afresh, compared as distributions (programs cannot be compared step by step)."""
+    from envforge.verify.distribution import check_sequence_distributions
+    from envforge.verify.properties import start_states
+
+    states = start_states(ctx, 21, max(1, ctx.spec.rng.states // 2))
+    length = min(SEQUENCE_LENGTH, ctx.spec.verify.l2_steps)
+    result = check_sequence_distributions(ctx, states, length)
+    if result.finding is not None:
+        return LevelResult(2, "fail", result.finding.message, [result.finding], result.stats)
+    summary = (
+        f"{result.stats['distribution_tests']} two-sample tests of {length}-step sequences "
+        f"({result.stats['samples_per_side']} samples a side) agree"
+    )
+    return LevelResult(2, "pass", summary, stats=result.stats)
+
+
 def run(ctx: VerifyContext) -> LevelResult:
+    if ctx.spec.rng.step == "distribution":
+        return _run_distributions(ctx)
     record = _Record()
     machine = make_machine(ctx, record)
     config = settings(

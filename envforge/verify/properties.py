@@ -461,11 +461,36 @@ def _distribution_finding(
     )
 
 
+def start_states(ctx: VerifyContext, salt: int, n: int) -> State:
+    """``n`` states for the distribution checks: along the reference's own trajectories, or
+    drawn from the spec's ranges when those end at once."""
+    rng = ctx.rng(salt)
+    states = reachable_states(ctx, rng, n)
+    return states if states else sample_states(ctx.spec, rng, n)
+
+
+def _run_distributions(ctx: VerifyContext, stats_out: dict[str, Any]) -> LevelResult:
+    """``[rng] step = "distribution"``: single steps compared as distributions."""
+    from envforge.verify.distribution import check_step_distributions
+
+    result = check_step_distributions(ctx, start_states(ctx, 15, ctx.spec.rng.states))
+    stats_out.update(result.stats)
+    if result.finding is not None:
+        return LevelResult(1, "fail", result.finding.message, [result.finding], stats_out)
+    summary = (
+        f"resets agree; {result.stats['distribution_tests']} two-sample tests of single steps "
+        f"({result.stats['samples_per_side']} samples a side) agree"
+    )
+    return LevelResult(1, "pass", summary, stats=stats_out)
+
+
 def run(ctx: VerifyContext) -> LevelResult:
     counter = _Counter()
     reset_finding, stats_out = check_reset(ctx)
     if reset_finding is not None:
         return LevelResult(1, "fail", reset_finding.message, [reset_finding], stats_out)
+    if ctx.spec.rng.step == "distribution":
+        return _run_distributions(ctx, stats_out)
     finding = (
         check_steps_hypothesis(ctx, counter)
         or check_steps_sweep(ctx, counter)

@@ -144,13 +144,19 @@ def compared_episodes(
 
 
 def free_port_episodes(
-    ctx: VerifyContext, policy: Policy, seeds: np.ndarray, tally: _Tally
+    ctx: VerifyContext,
+    policy: Policy,
+    seeds: np.ndarray,
+    tally: _Tally,
+    driver: Driver | None = None,
+    draws: np.random.Generator | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Free-running port episodes from the reference's reset states (sync) or seeds."""
+    """Free-running episodes of ``driver`` (the port) from the reference's reset states (sync)
+    or seeds; with ``draws``, each step's draws come from fresh seeds (distribution mode)."""
     spec = ctx.spec
     n = len(seeds)
     state = ctx.ref.reset(seeds) if spec.rng.mode == "sync" else ctx.port.reset(seeds)
-    driver: Driver = ctx.port
+    driver = driver or ctx.port
     obs = driver.observe(state)
     active = np.arange(n)
     returns = np.zeros(n)
@@ -159,7 +165,11 @@ def free_port_episodes(
     for t in range(spec.verify.l3_max_steps or spec.episode_cap + 1):
         acts = policy.act(obs, np.full(len(active), t))
         start = time.perf_counter()
-        tr = driver.step(state, acts)
+        if draws is None:
+            tr = driver.step(state, acts)
+        else:
+            fresh = draws.integers(0, 2**63, size=len(acts), dtype=np.uint64)
+            tr, _ = driver.step_draws(state, acts, fresh, None)
         tally.seconds += time.perf_counter() - start
         tally.steps += len(active)
         returns[active] += tr.reward
@@ -233,7 +243,20 @@ def run(ctx: VerifyContext) -> LevelResult:
         seeds = (
             np.arange(episodes, dtype=np.uint64) + 1_000_003 * (k + 1) + ctx.options.seed * 7_777
         ).astype(np.uint32)
-        finding, returns, lengths = compared_episodes(ctx, policy, seeds, tally)
+        if spec.rng.step == "distribution":
+            # steps draw afresh on each side: only whole-episode statistics can be compared
+            draws = ctx.rng(32 + k)
+            returns, lengths = free_port_episodes(ctx, policy, seeds, tally, ctx.ref, draws)
+            port_returns, port_lengths = free_port_episodes(
+                ctx, policy, seeds, tally, ctx.port, draws
+            )
+            finding = _statistics_finding(
+                ctx, policy.name, "return", returns, port_returns
+            ) or _statistics_finding(
+                ctx, policy.name, "length", lengths.astype(float), port_lengths.astype(float)
+            )
+        else:
+            finding, returns, lengths = compared_episodes(ctx, policy, seeds, tally)
         if finding is None and spec.compare.mode == "tolerance":
             port_returns, port_lengths = free_port_episodes(ctx, policy, seeds, tally)
             atol, rtol = spec.tolerance(None)
