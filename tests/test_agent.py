@@ -305,3 +305,31 @@ def test_host_paths_never_reach_the_model(tmp_path: Path) -> None:
     assert "<python-env>/lib/site.py" in seen and "<envforge>/envforge" in seen
     assert hide_host_paths(f"{tmp_path}/ws/port/a.py:3", [tmp_path / "ws"]) == "port/a.py:3"
     assert hide_host_paths(f"{ROOT}-other", []) == f"{ROOT}-other"  # only whole path names
+
+
+def test_a_system_pythons_prefix_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envforge.agents import host_paths
+
+    host_paths._host_names.cache_clear()
+    monkeypatch.setattr(sys, "prefix", "/usr")
+    monkeypatch.setattr(sys, "exec_prefix", "/usr")
+    try:
+        assert hide_host_paths("/usr/include/stdio.h:12", []) == "/usr/include/stdio.h:12"
+    finally:
+        host_paths._host_names.cache_clear()
+
+
+def test_a_40_call_episode_stays_under_the_stated_request_bound(tmp_path: Path) -> None:
+    """benchmarks/agent_context.py's episode (default limits): every request under 150 KB, the
+    bound docs/TRANSLATE.md states (it measured 939 KB before history compaction)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "agent_context", ROOT / "benchmarks" / "agent_context.py"
+    )
+    assert spec is not None and spec.loader is not None
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    numbers = benchmark.measure(tmp_path / "ws")
+    assert (numbers["status"], numbers["calls"]) == ("submitted", 40)
+    assert numbers["largest_request_bytes"] < 150_000

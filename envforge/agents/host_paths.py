@@ -31,11 +31,16 @@ def _host_names() -> tuple[tuple[str, str], ...]:
     return tuple(names)
 
 
+SHARED_PREFIXES = {"/usr", "/usr/local", "/opt/homebrew", "/opt/local"}
+"""A system Python's prefix says nothing about this machine, and hiding it would garble every
+compiler and library path in the output (``/usr/include`` is not the Python installation)."""
+
+
 def _variants(path: str) -> set[str]:
     found = {path.rstrip("/")}
     with contextlib.suppress(OSError):
         found.add(str(Path(path).resolve()))
-    return {p for p in found if len(p) > 1}
+    return {p for p in found if len(p) > 1 and p not in SHARED_PREFIXES}
 
 
 def hide_host_paths(text: str, workspaces: list[Path]) -> str:
