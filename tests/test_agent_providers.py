@@ -310,3 +310,23 @@ class Keeping:
     def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)
         return self.inner.complete(request)
+
+
+def test_a_function_call_gemini_could_not_parse_is_sent_back_as_such(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    p = PROVIDERS["gemini"]
+    p.configure(monkeypatch, server.url)
+    billing = Billing(p, server)
+    body = billing.reply()
+    body["candidates"][0] = {"finishReason": "MALFORMED_FUNCTION_CALL"}  # no content at all
+    billing.reply(calls=[("c1", "write_file", {"path": "a.py", "content": "A = 1\n"})])
+    billing.reply("Done.")
+    billing.reply("Done, as I said.")
+    run = episode("gemini", tmp_path / "ws")
+    assert run.result is not None and run.result.status == "submitted"
+    assert "could not read your last tool call (finish reason MALFORMED_FUNCTION_CALL)" in sent(
+        server, 1
+    )
+    assert (tmp_path / "ws" / "a.py").read_text() == "A = 1\n"
+    assert_ledger_is_the_bill(run, billing)

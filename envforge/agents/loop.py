@@ -7,7 +7,8 @@ prices it after.
 
 What a real model does besides calling tools is handled here, each case bounded:
 - a reply the output limit cut (``ModelResponse.cut``) is not executed: its calls get error
-  results saying so, and the next call gets more room (up to ``max_tokens_on_cut``);
+  results saying so, and the next call gets more room (up to ``max_tokens_on_cut``); a call the
+  provider could not parse (Gemini's MALFORMED_FUNCTION_CALL) is answered the same way;
 - a reply without a tool call ends the episode only when the model's last verifier run passed
   with no change since, or after ``talk_reminders`` reminders to either verify or confirm;
 - a request the provider finds too long ends the episode (status ``context_full``), not the run.
@@ -31,6 +32,10 @@ MessageFn = Callable[[Message], None]
 EQUIVALENT = "verdict: equivalent"
 """How run_verify's text starts when the port passed (verify_result.j2)."""
 CHANGES_FILES = ("write_file", "edit_file", "run_command")
+UNREADABLE_CALL = (
+    "The provider could not read your last tool call (finish reason {}), so nothing was run. "
+    "Send the call again, with its arguments as a JSON object."
+)
 
 
 class AgentStop(Exception):
@@ -142,6 +147,9 @@ class Agent:
             self.cut(response)
             return
         self.cuts, self.max_tokens = 0, self.limits.max_tokens
+        if response.unreadable_call:  # Gemini's malformed JSON: say so, as for the others
+            self.add(Message("user", (TextPart(UNREADABLE_CALL.format(response.stop_reason)),)))
+            return
         if not response.tool_calls:
             self.talk(response)
             return

@@ -15,6 +15,8 @@ INVALID_ARGUMENTS = "__invalid_json__"
 """Argument key carrying a tool call's raw arguments when the model sent malformed JSON."""
 CUT_STOP_REASONS = frozenset({"max_tokens", "length", "MAX_TOKENS"})
 """Finish reasons meaning the output limit cut the reply (Anthropic, OpenAI, Gemini)."""
+UNREADABLE_CALL_STOP_REASONS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
+"""Gemini's finish reasons for a function call it could not parse: the reply has no call."""
 
 
 def arguments_or_invalid(raw: object) -> dict[str, Any]:
@@ -171,6 +173,11 @@ class ModelResponse:
     def cut(self) -> bool:
         """The output limit cut this reply: its text is partial, its tool calls incomplete."""
         return self.stop_reason in CUT_STOP_REASONS
+
+    @property
+    def unreadable_call(self) -> bool:
+        """The model tried to call a tool, but the provider could not parse the call."""
+        return self.stop_reason in UNREADABLE_CALL_STOP_REASONS and not self.tool_calls
 
     def as_message(self) -> Message:
         parts: list[Part] = [TextPart(self.text)] if self.text else []
