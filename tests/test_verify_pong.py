@@ -342,6 +342,15 @@ def test_shipped_port_passes_l0_to_l3(verified: Verified) -> None:
     tracker = l3["event_coverage"]["tracker"]
     assert tracker["point_won"]["reference"] == tracker["point_won"]["port"] > 0
     assert tracker["vy_capped"]["reference"] > 0
+    # reference coverage per level in the JSON, and of L1-L3 together: every line of pong.c
+    data = report.to_dict()
+    assert data["levels"][0]["reference_coverage"] is None  # L0 is not measured
+    for level in data["levels"][1:]:
+        (cov,) = level["reference_coverage"]
+        assert cov["file"].endswith("pong.c") and cov["lines_executed"] > 0
+    (total,) = data["reference_coverage"]["files"]
+    assert data["reference_coverage"]["levels"] == "L1\u2013L3"
+    assert total["percent"] >= 95.0, total["never_executed"]
 
 
 @pytest.mark.parametrize(("bug", "level"), broken_ports())

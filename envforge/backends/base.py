@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from envforge.backends.coverage import LineCoverage
 from envforge.backends.digest import state_digests
 from envforge.errors import ContractViolation
 from envforge.rng.draws import DrawLog
@@ -120,6 +121,16 @@ class Driver(ABC):
         an array of seeds, and a JAX driver makes on the device."""
         seeds = (np.arange(count, dtype=np.uint64) + np.uint64(start)).astype(np.uint32)
         return self.reset_digest(seeds, block)
+
+    def coverage_start(self) -> bool:
+        """Start counting which reference lines run (forgetting earlier counts); False when
+        this driver cannot (``backends/coverage.py``)."""
+        return False
+
+    def coverage_read(self) -> list[LineCoverage] | None:
+        """The reference's line (and branch) coverage counted since ``coverage_start``, per
+        source file; counting goes on. None when coverage was not started or is not known."""
+        return None
 
     def reset_fingerprint(self) -> str | None:
         """A string that changes whenever this driver's resets could change (its code, build

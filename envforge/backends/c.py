@@ -21,7 +21,9 @@ import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, canonicalize
 from envforge.backends.cc import c_compiler
+from envforge.backends.coverage import LineCoverage
 from envforge.backends.digest import LANE_START, ROW_MULT, join, state_digests, word_key
+from envforge.backends.gcov import GcovBuild
 from envforge.cache import cache_root
 from envforge.errors import BadInput, ContractViolation
 from envforge.spec import EnvSpec
@@ -291,14 +293,42 @@ class CDriver(Driver):
         missing = [c for c in self.field_map.values() if c not in names]
         if missing:
             raise BadInput(f"{spec.name}: struct {spec.c.struct} has no member(s) {missing}")
-        vp, i64 = ctypes.c_void_p, ctypes.c_int64
-        self.lib.envforge_reset.argtypes = [i64, vp, vp]
-        self.lib.envforge_step.argtypes = [i64, vp, vp, vp, vp, vp]
-        self.lib.envforge_observe.argtypes = [i64, vp, vp]
+        self._bind(self.lib)
+        self._members = members
+        self.strict_float = strict_float
+        self._gcov: GcovBuild | None = None
         # absent when a field is not stored as its spec dtype (see _digest_shim)
         self._native_digest = getattr(self.lib, "envforge_reset_digest", None)
         if self._native_digest is not None:
+            vp, i64 = ctypes.c_void_p, ctypes.c_int64
             self._native_digest.argtypes = [i64, vp, i64, vp, vp]
+
+    @staticmethod
+    def _bind(lib: ctypes.CDLL) -> None:
+        vp, i64 = ctypes.c_void_p, ctypes.c_int64
+        lib.envforge_reset.argtypes = [i64, vp, vp]
+        lib.envforge_step.argtypes = [i64, vp, vp, vp, vp, vp]
+        lib.envforge_observe.argtypes = [i64, vp, vp]
+
+    # ---- reference coverage (gcov.py): reset, step and observe run instrumented; the seed
+    # sweep's digests keep the plain build, so coverage costs the sweep no seeds
+    def coverage_start(self) -> bool:
+        if self._gcov is None:
+            assert self.spec.c is not None
+            flags = [*(STRICT_CFLAGS if self.strict_float else FAST_CFLAGS), *self.spec.c.cflags]
+            shim = _shim(self.spec, self.reference.resolve(), self._members)
+            self._gcov = GcovBuild(shim, flags, self.source_files())
+            self.lib = self._gcov.lib
+            self._bind(self.lib)
+        self._gcov.start()
+        return True
+
+    def coverage_read(self) -> list[LineCoverage] | None:
+        return self._gcov.read() if self._gcov is not None else None
+
+    def close(self) -> None:
+        if self._gcov is not None:
+            self._gcov.close()
 
     def _checked_dtype(self, members: list[tuple[str, str, tuple[int, ...]]]) -> np.dtype:
         dtype = np.dtype([(m, t, shape) for m, t, shape in members], align=True)

@@ -28,6 +28,7 @@ import numpy as np
 
 from envforge.backends.attrs import AttrMap, stack_rows
 from envforge.backends.base import Driver, State, Transition, batch_size
+from envforge.backends.coverage import LineCoverage, PythonCoverage
 from envforge.errors import BadInput, ContractViolation
 from envforge.rng.draws import DrawLog, row_seeds
 from envforge.rng.recorder import RowLog, UnsupportedDraw, logs_to_array, recording
@@ -63,6 +64,7 @@ class GymnasiumDriver(Driver):
         self.env_id = env_id
         self._envs: list[Any] = []
         self._time_limits: list[Any] = []  # per pooled env, found once
+        self._coverage: PythonCoverage | None = None
         self._add_env()
         self.attrs = AttrMap(spec, allow_elapsed_steps=self._time_limits[0] is not None)
 
@@ -200,7 +202,36 @@ class GymnasiumDriver(Driver):
     def describe(self) -> str:
         return f"gymnasium {self.env_id}"
 
+    # ---- reference coverage (coverage.py, in this process) -------------------------------
+    def _coverage_scope(self) -> PythonCoverage:
+        """The env class's ``step``: the rest of a gymnasium env's file is rendering and
+        registration, which the verifier never runs."""
+        step = type(core(self._envs[0])).step
+        source = inspect.getsourcefile(step)
+        if source is None:
+            raise ContractViolation(self.side, "coverage", "the env's step has no source file")
+        lines, first = inspect.getsourcelines(step)
+        name = step.__qualname__
+        return PythonCoverage(Path(source), name, (first, first + len(lines) - 1))
+
+    def coverage_start(self) -> bool:
+        if self._coverage is None:
+            self._coverage = self._coverage_scope()
+        self._coverage.start()
+        return True
+
+    def coverage_read(self) -> list[LineCoverage] | None:
+        return [self._coverage.read()] if self._coverage is not None else None
+
+    def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
+        if self._coverage is None:
+            return super().reset_digest(seeds, block)
+        with self._coverage.paused():  # the seed sweep runs untraced, at full speed
+            return super().reset_digest(seeds, block)
+
     def close(self) -> None:
+        if self._coverage is not None:
+            self._coverage.close()
         for env in self._envs:
             if callable(getattr(env, "close", None)):
                 env.close()

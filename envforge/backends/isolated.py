@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition
+from envforge.backends.coverage import LineCoverage
 from envforge.backends.recipe import Recipe, build_driver
 from envforge.errors import (
     ContractViolation,
@@ -205,6 +206,14 @@ class IsolatedDriver(Driver):
 
     def reset_digest_range(self, start: int, count: int, block: int) -> np.ndarray:
         result: np.ndarray = self._call("reset_digest_range", start, count, block)
+        return result
+
+    def coverage_start(self) -> bool:
+        started: bool = self._call("coverage_start")
+        return started
+
+    def coverage_read(self) -> list[LineCoverage] | None:
+        result: list[LineCoverage] | None = self._call("coverage_read")
         return result
 
     def reset_fingerprint(self) -> str | None:

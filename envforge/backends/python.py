@@ -12,6 +12,7 @@ import inspect
 from pathlib import Path
 from typing import Any
 
+from envforge.backends.coverage import PythonCoverage
 from envforge.backends.gymnasium import GymnasiumDriver
 from envforge.backends.jax import load_module
 from envforge.errors import BadInput
@@ -37,6 +38,10 @@ class PythonDriver(GymnasiumDriver):
 
     def _time_limit(self, env: Any) -> Any:
         return None
+
+    def _coverage_scope(self) -> PythonCoverage:
+        """The whole reference file: a plain Python reference is the env and nothing else."""
+        return PythonCoverage(self.path)
 
     def source_files(self) -> list[Path]:
         return [self.path.resolve()]

@@ -59,6 +59,11 @@ def verify_command(
         "--self-check/--no-self-check",
         help="Check first that the spec's canonical state is complete (once per spec content).",
     ),
+    coverage: bool = typer.Option(
+        True,
+        "--coverage/--no-coverage",
+        help="Report which reference lines (C: and branches) L1-L3 executed.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     repair_prompt: bool = typer.Option(
         False,
@@ -93,6 +98,7 @@ def verify_command(
         both_directions=both_directions,
         sandbox=sandbox_choice.kind,
         seed_sweep=parse_seed_sweep(seed_sweep) if seed_sweep is not None else None,
+        coverage=coverage,
     )
     console = Console(stderr=as_json or repair_prompt)
     if self_check:

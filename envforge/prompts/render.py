@@ -263,6 +263,7 @@ def verify_result(report: Report, roots: list[Path]) -> str:
         finding=finding_view(finding, roots) if finding else None,
         level_name=LEVEL_NAMES.get(finding.level, "") if finding else "",
         more_findings=max(0, len(report.findings) - 1),
+        unchecked=[scrub_paths(line, roots) for line in report.coverage_lines() if "never" in line],
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, canonicalize, check_transition
+from envforge.backends.coverage import LineCoverage
 from envforge.errors import ContractViolation
 from envforge.rng.draws import DrawLog
 
@@ -62,6 +63,12 @@ class CheckedDriver(Driver):
                 f"digest array {digests.dtype}{list(digests.shape)}, expected uint64{list(expected)}",
             )
         return digests
+
+    def coverage_start(self) -> bool:
+        return self.inner.coverage_start()
+
+    def coverage_read(self) -> list[LineCoverage] | None:
+        return self.inner.coverage_read()
 
     def reset_fingerprint(self) -> str | None:
         return self.inner.reset_fingerprint()

@@ -29,6 +29,8 @@ class VerifyOptions:
     """Seeds swept at L1 reset in replicate mode (every seed in [0, N)); None: the spec's."""
     sandbox: str | None = None
     """Where the port's driver runs: "process", "docker", or None/"none" (a plain child process)."""
+    coverage: bool = True
+    """Measure the reference's line (C: and branch) coverage at L1-L3 (``backends/coverage.py``)."""
 
 
 @dataclass

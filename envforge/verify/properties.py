@@ -216,6 +216,20 @@ def check_steps_boundaries(ctx: VerifyContext, counter: _Counter) -> Finding | N
     return None
 
 
+def check_steps_unexecuted(
+    ctx: VerifyContext, counter: _Counter, stats_out: dict[str, Any]
+) -> Finding | None:
+    """Draws steered towards reference lines no check above executed (unexecuted.py)."""
+    from envforge.verify.unexecuted import search_unexecuted
+
+    search = search_unexecuted(ctx, lambda s, a: _step_both(ctx, s, a, counter))
+    if search.missing_before:
+        stats_out["coverage_search"] = search.stats()
+    if search.failure is not None:
+        return _step_finding(ctx, search.failure, "a state steered towards unexecuted lines")
+    return None
+
+
 def check_reset(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any]]:
     spec = ctx.spec
     n = ctx.count(spec.verify.reset_samples, 200)
@@ -496,6 +510,7 @@ def run(ctx: VerifyContext) -> LevelResult:
         or check_steps_sweep(ctx, counter)
         or check_steps_reachable(ctx, counter)
         or check_steps_boundaries(ctx, counter)
+        or check_steps_unexecuted(ctx, counter, stats_out)
     )
     if finding is None:  # last: the exhaustive reset sweep is L1's longest check
         finding, sweep_stats = check_reset_sweep(ctx)

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from envforge.backends.coverage import LineCoverage, merge_all
 from envforge.verify.findings import LEVEL_NAMES, Finding, to_jsonable
 
 STATUSES = ("pass", "fail", "error", "inconclusive", "skipped")
@@ -24,6 +25,8 @@ class LevelResult:
     portable_summary: str = ""
     """The summary without what depends on machine speed (how far a time-budgeted sweep got),
     for agents: a replayed run must see the same text. Empty: ``summary`` has nothing such."""
+    coverage: list[LineCoverage] | None = None
+    """The reference's lines (C: and branches) this level executed, per source file."""
 
     @property
     def name(self) -> str:
@@ -38,6 +41,9 @@ class LevelResult:
             findings=[Finding.from_dict(f) for f in data.get("findings", [])],
             stats=data.get("stats", {}),
             wall_s=data.get("wall_s", 0.0),
+            coverage=[LineCoverage.from_dict(c) for c in data["reference_coverage"]]
+            if data.get("reference_coverage") is not None
+            else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -49,6 +55,9 @@ class LevelResult:
             "wall_s": round(self.wall_s, 3),
             "stats": to_jsonable(self.stats),
             "findings": [f.to_dict() for f in self.findings],
+            "reference_coverage": None
+            if self.coverage is None
+            else [c.to_dict() for c in self.coverage],
         }
 
 
@@ -91,7 +100,23 @@ class Report:
                 return ranked[0]
         return None
 
+    def coverage(self) -> tuple[str, list[LineCoverage]]:
+        """The levels whose reference coverage was measured, as ``L1–L3``, and their coverage
+        together (empty when none was measured)."""
+        measured = [lv for lv in self.levels if lv.coverage is not None]
+        if not measured:
+            return "", []
+        first, last = measured[0].level, measured[-1].level
+        label = f"L{first}" if first == last else f"L{first}–L{last}"
+        return label, merge_all([lv.coverage for lv in measured if lv.coverage is not None])
+
+    def coverage_lines(self) -> list[str]:
+        """``L1–L3 executed 94% of pong.c (...); never executed: lines ...``, one per file."""
+        label, files = self.coverage()
+        return [cov.sentence(label) for cov in files]
+
     def to_dict(self) -> dict[str, Any]:
+        label, files = self.coverage()
         return {
             "env": self.env,
             "reference": self.reference,
@@ -99,6 +124,9 @@ class Report:
             "verdict": self.verdict,
             "requested_levels": self.requested,
             "levels": [lv.to_dict() for lv in self.levels],
+            "reference_coverage": {"levels": label, "files": [c.to_dict() for c in files]}
+            if files
+            else None,
         }
 
     @classmethod
@@ -130,6 +158,8 @@ class Report:
                 f"L{lv.level} {lv.name}", f"[{c}]{lv.status}[/]", f"{lv.wall_s:.1f}s", lv.summary
             )
         console.print(table)
+        for line in self.coverage_lines():
+            console.print(line, markup=False, highlight=False)
         for lv in self.levels:
             for finding in lv.findings[:max_findings]:
                 console.print(render_finding(finding), markup=False, highlight=False)

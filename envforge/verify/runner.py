@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from envforge.backends.base import Driver
+from envforge.backends.coverage import LineCoverage
 from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
 from envforge.errors import BadInput, DriverFailure
 from envforge.sandbox.select import open_sandbox
@@ -75,6 +76,28 @@ def failure_finding(level: int, exc: DriverFailure) -> Finding:
     )
 
 
+COVERAGE_LEVELS = (1, 2, 3)
+"""Levels whose reference coverage is measured (``--coverage``, on by default)."""
+
+
+def start_coverage(ref: Driver) -> str | None:
+    """Start counting the reference's lines; why not, when it cannot (coverage is a report, never
+    a reason for a level to fail)."""
+    try:
+        return None if ref.coverage_start() else "this reference cannot report coverage"
+    except DriverFailure as exc:
+        return f"coverage could not start: {exc}"
+
+
+def read_coverage(ref: Driver, note: str | None) -> tuple[list[LineCoverage] | None, str | None]:
+    if note is not None:
+        return None, note
+    try:
+        return ref.coverage_read(), None
+    except DriverFailure as exc:
+        return None, f"coverage could not be read: {exc}"
+
+
 class DriverPair:
     """Opens both drivers lazily and reopens one whose process died (so later levels can run)."""
 
@@ -136,9 +159,15 @@ def verify(
             start = time.perf_counter()
             try:
                 ref, prt = pair.open()
+                measured = options.coverage and level in COVERAGE_LEVELS
+                coverage_note = start_coverage(ref) if measured else None
                 if level in (1, 2, 3):  # L0 checks raw outputs itself; these compare them
                     ref, prt = CheckedDriver(ref), CheckedDriver(prt)
                 result = run_level(level, VerifyContext(spec, ref, prt, options))
+                if measured:
+                    result.coverage, coverage_note = read_coverage(ref, coverage_note)
+                if coverage_note:
+                    result.stats["coverage_error"] = coverage_note
             except DriverFailure as exc:
                 pair.drop(exc.side)
                 status = "fail" if exc.check == "contract" else "error"
