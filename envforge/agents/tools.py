@@ -23,6 +23,8 @@ from envforge.sandbox.process import ProcessSandbox
 
 VerifyFn = Callable[[str], str]
 """Runs the verifier at the given levels (e.g. ``"0-3"``) and returns the report as text."""
+HEADER_ROOM = 200
+"""Characters kept free for read_file's header line within the observation cap."""
 HIDDEN = {".git", "__pycache__", ".hypothesis", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 
 
@@ -114,10 +116,14 @@ class WorkspaceTools:
         last = len(lines) if end_line is None else min(len(lines), int(end_line))
         if first > max(1, len(lines)):
             raise ToolError(f"{path}: start_line {first} is past the end ({len(lines)} lines)")
+        if last < first and lines:
+            raise ToolError(f"{path}: end_line {end_line} is before start_line {first}")
+        # room for the header, so the observation cap never cuts into the lines read
+        limit = min(self.limits.read_chars, self.limits.observation_chars - HEADER_ROOM)
         shown: list[str] = []
         size = 0
         for line in lines[first - 1 : last]:
-            if shown and size + len(line) > self.limits.read_chars:
+            if shown and size + len(line) > limit:
                 break
             shown.append(line)
             size += len(line)
