@@ -14,6 +14,10 @@ imports, docstrings, annotations, decorators or default arguments.
 | where      | ``where(c, a, b)`` / ``select`` replaced by ``a``, and by ``b`` |
 | field_swap | ``s.f`` / ``f=`` / ``d["f"]`` naming a canonical field renamed to a sibling field |
 | rng        | a random draw's key or RNG state changed (``fold_in(key, 1)``, ``seed + 1``, ``x ^ 1``) |
+| probability | a probability changed: a literal in (0, 1) by its complement, a fraction ``a / b`` (a < b) by ``a / (b + 1)`` (1/3 -> 1/4) |
+| draw_skip  | a draw from the RNG tape interface (``draws.random()`` ...) skipped: a constant instead, the tape not advanced |
+| draw_swap  | two draw statements of one block exchanged, where neither reads what the other's block writes |
+| wrong_end  | an index that came from a draw counted from the other end (``deck[i]`` -> ``deck[-1 - i]``) |
 """
 
 from __future__ import annotations
@@ -48,6 +52,31 @@ COMPARE_SWAPS: dict[type, tuple[str, tuple[str, ...]]] = {
 CLIP_FUNCS = ("clip", "minimum", "maximum", "clamp", "clampf")
 WHERE_FUNCS = ("where", "select")
 RNG_WORDS = ("rng", "random", "uniform", "normal", "bernoulli", "categorical")
+DRAW_KINDS = {"random": "0.5", "uniform": "0.5", "normal": "0.5", "integers": "0", "choice": "0"}
+"""Methods of ``envforge.rng.jax_draws.Draws`` and the constant a skipped draw leaves."""
+
+
+def draw_call(node: ast.AST) -> str | None:
+    """The kind of a ``<draws>.<kind>(...)`` call on a name containing "draw", else None."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return None
+    base = node.func.value
+    if node.func.attr in DRAW_KINDS and isinstance(base, ast.Name) and "draw" in base.id:
+        return node.func.attr
+    return None
+
+
+def _draw_statement(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Assign) and draw_call(node.value) is not None
+
+
+def _names(nodes: list[ast.stmt], ctx: type) -> set[str]:
+    return {
+        n.id
+        for stmt in nodes
+        for n in ast.walk(stmt)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)
+    }
 
 
 def call_name(node: ast.Call) -> str:
@@ -128,8 +157,16 @@ class PythonMutator:
     # ---- operators ------------------------------------------------------------------------
     def edits(self) -> list[Edit]:
         out: list[Edit] = []
+        drawn = self._drawn_indices()
+        out.extend(self._draw_swaps())
         for node in self.executed():
+            if draw_call(node) is not None:
+                out.extend(self._draw_skip(node))  # type: ignore[arg-type]
+            index = node.slice if isinstance(node, ast.Subscript) else None
+            if isinstance(index, ast.Name) and index.id in drawn:
+                out.extend(self._wrong_end(index))
             if isinstance(node, ast.BinOp):
+                out.extend(self._fraction(node))
                 out.extend(self._arith(node.left, node.right, node.op, ""))
             elif isinstance(node, ast.AugAssign):
                 out.extend(self._arith(node.target, node.value, node.op, "="))
@@ -186,6 +223,86 @@ class PythonMutator:
             out.append(Edit("constant", a, b, repr(new_f), f"`{old}` -> `{new_f!r}`"))
         if value != 0:
             out.append(Edit("sign", a, b, f"({-value!r})", f"`{old}` -> `{-value!r}`"))
+        if isinstance(value, float) and 0.0 < value < 1.0 and value != 0.5:
+            new_p = 1.0 - value
+            out.append(Edit("probability", a, b, repr(new_p), f"`{old}` -> `{new_p!r}`"))
+        return out
+
+    # ---- randomness inside step (ports using envforge.rng.jax_draws.Draws) -----------------
+    def _fraction(self, node: ast.BinOp) -> list[Edit]:
+        """``1.0 / 3.0`` -> ``1.0 / (3.0 + 1)``: a probability written as a fraction."""
+        left, right = node.left, node.right
+        if not (isinstance(node.op, ast.Div) and isinstance(left, ast.Constant)):
+            return []
+        if not isinstance(right, ast.Constant):
+            return []
+        a, b = left.value, right.value
+        if not (isinstance(a, int | float) and isinstance(b, int | float) and 0 < a < b):
+            return []
+        old = self.text(right)
+        return [
+            Edit(
+                "probability",
+                self.start(right),
+                self.end(right),
+                f"({old} + 1)",
+                f"`{self.text(node)}` -> `{self.text(left)} / ({old} + 1)`",
+            )
+        ]
+
+    def _draw_skip(self, node: ast.Call) -> list[Edit]:
+        kind = draw_call(node)
+        assert kind is not None and isinstance(node.func, ast.Attribute)
+        base = self.text(node.func.value)
+        new = f"({DRAW_KINDS[kind]}, {base})"
+        return [
+            Edit("draw_skip", self.start(node), self.end(node), new, f"`{self.text(node)}` skipped")
+        ]
+
+    def _drawn_indices(self) -> set[str]:
+        """Names assigned an integer draw (``index, draws = draws.choice(13)``)."""
+        out = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Assign) and draw_call(node.value) in ("choice", "integers"):
+                target = node.targets[0]
+                first = target.elts[0] if isinstance(target, ast.Tuple) else target
+                if isinstance(first, ast.Name):
+                    out.add(first.id)
+        return out
+
+    def _wrong_end(self, index: ast.Name) -> list[Edit]:
+        a, b = self.start(index), self.end(index)
+        new = f"-1 - {index.id}"
+        return [Edit("wrong_end", a, b, new, f"`[{index.id}]` -> `[{new}]`")]
+
+    def _draw_swaps(self) -> list[Edit]:
+        """Two draw statements of one block taken in the other order: the later moved before
+        the earlier, or the earlier after the later, where no statement in between feeds the
+        moved one or reads what it wrote (a port whose second draw depends on the first has
+        none)."""
+        out: list[Edit] = []
+        lines = self.src.text.splitlines(keepends=True)
+        for block in ast.walk(self.tree):
+            body = getattr(block, "body", None)
+            if not isinstance(body, list):
+                continue
+            draws = [i for i, stmt in enumerate(body) if _draw_statement(stmt)]
+            for i, j in zip(draws, draws[1:], strict=False):
+                first, second = body[i], body[j]
+                a, b = first.lineno - 1, second.lineno - 1
+                c, d = first.end_lineno or first.lineno, second.end_lineno or second.lineno
+                if not _names([second], ast.Load) & _names(body[i:j], ast.Store) - {"draws"}:
+                    text = "".join(lines[b:d] + lines[a:b])  # the later one first
+                elif not _names([first], ast.Store) & _names(body[i + 1 : j + 1], ast.Load) - {
+                    "draws"
+                }:
+                    text = "".join(lines[c:d] + lines[a:c])  # the earlier one last
+                else:
+                    continue
+                start = self.src.offset(first.lineno, 0)
+                end = self.src.offset(d, 0) + len(lines[d - 1].encode())
+                what = f"draws on lines {first.lineno} and {second.lineno} in the other order"
+                out.append(Edit("draw_swap", start, end, text, what))
         return out
 
     def _unary(self, node: ast.UnaryOp) -> list[Edit]:
