@@ -328,5 +328,8 @@ def test_a_function_call_gemini_could_not_parse_is_sent_back_as_such(
     assert "could not read your last tool call (finish reason MALFORMED_FUNCTION_CALL)" in sent(
         server, 1
     )
+    # the empty reply is not sent back as an empty model turn (the API refuses those)
+    roles = [c["role"] for c in server.seen[1].body["contents"]]
+    assert roles == ["user", "user"]
     assert (tmp_path / "ws" / "a.py").read_text() == "A = 1\n"
     assert_ledger_is_the_bill(run, billing)

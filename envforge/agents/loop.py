@@ -142,7 +142,9 @@ class Agent:
     def step(self) -> None:
         self.check_limits()
         response = self.query()
-        self.add(response.as_message())
+        reply = response.as_message()
+        if reply.parts:  # the APIs refuse an empty assistant turn (a reply with nothing in it)
+            self.add(reply)
         if response.cut:
             self.cut(response)
             return
