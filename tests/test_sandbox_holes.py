@@ -290,3 +290,18 @@ def test_commands_see_no_credentials_whatever_their_names(
     leaked = [name for name, value in CREDENTIALS.items() if value in result.output]
     assert leaked == []
     assert "ENVFORGE_PROBE_SETTING=passed" in result.output  # the allow-list lets settings pass
+
+
+def test_a_crate_whose_lock_file_is_a_fifo_is_refused_on_the_host(tmp_path: Path) -> None:
+    """The host vendors a crate's dependencies before a sandbox runs: it reads ``Cargo.lock``,
+    which an agent's command may have made a FIFO (reading it would block for ever)."""
+    from envforge.backends.rust_build import fetch_dependencies
+    from envforge.errors import ContractViolation
+
+    crate = tmp_path / "crate"
+    (crate / "src").mkdir(parents=True)
+    (crate / "Cargo.toml").write_text('[package]\nname = "x"\nversion = "0.1.0"\n')
+    (crate / "src" / "lib.rs").write_text("")
+    os.mkfifo(crate / "Cargo.lock")
+    with pytest.raises(ContractViolation, match="Cargo.lock is not a regular file"):
+        fetch_dependencies(crate)

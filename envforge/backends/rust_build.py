@@ -199,6 +199,9 @@ def fetch_dependencies(crate: Path, cache: RustCache | None = None) -> None:
     tools = toolchain()
     manifest = str(crate / "Cargo.toml")
     lock = crate / "Cargo.lock"
+    if lock.is_symlink() or (lock.exists() and not lock.is_file()):
+        # the agent's commands can write the crate: reading a FIFO here would block for ever
+        raise ContractViolation("port", "build", "Cargo.lock is not a regular file")
     with _locked(cache.root / "vendor.lock"):
         if not lock.is_file():
             _run_fetch([tools.cargo, "generate-lockfile", "--manifest-path", manifest])
