@@ -91,11 +91,14 @@ def leftovers(kind: str, pid: int, tag: str, scratch: Path) -> list[str]:
         for name in (f"envforge-{tag}-*", f"envforge-{pid}-*"):  # (the second: before tags)
             out += [str(p) for p in Path(root).glob(name) if p.is_dir()]
     if kind == "docker":
-        from envforge.sandbox.docker import docker_client
-
-        found = docker_client().containers.list(all=True, filters={"label": f"{OWNER_LABEL}={pid}"})
-        out += [f"container {c.short_id} ({c.status})" for c in found]
+        out += [f"container {c.short_id} ({c.status})" for c in containers_of(pid)]
     return out
+
+
+def containers_of(pid: int) -> list:  # type: ignore[type-arg]
+    from envforge.sandbox.docker import docker_client
+
+    return docker_client().containers.list(all=True, filters={"label": f"{OWNER_LABEL}={pid}"})
 
 
 def start_victim(kind: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
@@ -121,8 +124,11 @@ def test_a_killed_verifier_leaves_nothing_after_the_next_run(kind: str, tmp_path
     victim, tag, scratch = start_victim(kind, tmp_path)
     victim.kill()
     victim.wait(30)
-    if kind == "process":  # its sandboxed processes die with it, not at the next run
-        wait_for(lambda: not processes_using(scratch), 10, "the sandboxed server to die")
+    # its sandboxed server stops at once (the container waits for the next run's sweep)
+    wait_for(lambda: not processes_using(scratch), 20, "the sandboxed server to stop")
+    if kind == "docker":
+        stopped = lambda: all(c.status == "exited" for c in containers_of(victim.pid))  # noqa: E731
+        wait_for(stopped, 20, "the container to stop")
     assert leftovers(kind, victim.pid, tag, scratch) != []  # a killed verifier cleans nothing
     subprocess.run([sys.executable, "-c", NEXT_RUN, kind], check=True, timeout=120)
     assert leftovers(kind, victim.pid, tag, scratch) == []
