@@ -296,3 +296,57 @@ def test_blackjack_hands_are_drafted_as_padded_lists(tmp_path: Path) -> None:
     for name in spec.field_names:
         assert spec.field(name).pad == 0 and spec.field(name).attr == name
     assert spec.rng.step == "tape" and spec.observation.shape == (3,)
+
+
+WALK_C = """
+#include <stdint.h>
+
+typedef struct {
+    float x;
+    int32_t pushes;   /* every third push is twice as strong */
+    uint32_t rng;
+} Walk;
+
+static uint32_t walk_next(uint32_t* s) {
+    uint32_t x = *s;
+    x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+    return *s = x;
+}
+
+void walk_reset(Walk* w, uint32_t seed) {
+    w->rng = seed * 2654435761u + 1u;
+    if (w->rng == 0) w->rng = 1;
+    w->x = (float)(walk_next(&w->rng) % 7) - 3.0f;
+    w->pushes = 0;
+}
+
+void walk_step(Walk* w, int32_t action, float* reward, uint8_t* terminated, uint8_t* truncated) {
+    w->pushes += 1;
+    float size = (w->pushes % 3 == 0) ? 2.0f : 1.0f;
+    if (action == 0) w->x -= size;
+    else if (action == 1) w->x += size;
+    *reward = 1.0f;
+    *terminated = w->x > 10.0f || w->x < -10.0f;
+    *truncated = 0;
+}
+
+void walk_observe(const Walk* w, float* obs) { obs[0] = w->x; }
+"""
+
+
+def test_c_reference_drafted_from_its_struct(tmp_path: Path, cli: Callable) -> None:
+    (tmp_path / "walk.c").write_text(WALK_C)
+    out = tmp_path / "spec"
+    result = cli("init", "--ref", str(tmp_path / "walk.c"), "--out", str(out))
+    assert result.returncode == 0, result.stdout
+    spec = load_spec(out / "env.toml")
+    assert spec.field_names == ["x", "pushes", "rng"]  # every member of the struct
+    assert spec.c is not None and (spec.c.struct, spec.c.prefix) == ("Walk", "walk")
+    assert spec.action.n == 3  # 0 left, 1 right, anything else stays: measured
+    assert spec.observation.shape == (1,) and spec.rng.mode == "replicate"
+    # a member left out of the canonical state is named by the self-check
+    table = spec.model_dump()
+    table["state"] = [f for f in table["state"] if f["name"] != "pushes"]
+    check = self_check(type(spec).model_validate(table))
+    assert not check.passed
+    assert check.findings[0].extra["outside_state"] == ["pushes"], check.findings[0].message

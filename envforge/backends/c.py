@@ -386,7 +386,10 @@ class CDriver(Driver):
         return state_digests(self.spec, canonicalize(self.spec, fields, self.side, "reset"), block)
 
     def step(self, state: State, actions: np.ndarray) -> Transition:
-        envs = self._structs(state)
+        return self.step_structs(self._structs(state), actions)
+
+    def step_structs(self, envs: np.ndarray, actions: np.ndarray) -> Transition:
+        """Step whole structs in place (every member, not only the canonical fields)."""
         n = len(envs)
         act_dtype = np.int32 if self.spec.action.type == "discrete" else np.float32
         acts = np.ascontiguousarray(actions, dtype=act_dtype)

@@ -17,8 +17,9 @@ from envforge.errors import BadInput
 
 
 def env_name(reference: str) -> str:
-    """``gymnasium:CartPole-v1`` -> ``cartpole``; ``envs/grid.py:GridEnv`` -> ``gridenv``."""
-    tail = reference.rsplit(":", 1)[-1]
+    """``gymnasium:CartPole-v1`` -> ``cartpole``; ``envs/grid.py:GridEnv`` -> ``gridenv``;
+    ``envs/pong.c`` -> ``pong``."""
+    tail = Path(reference).stem if reference.endswith(".c") else reference.rsplit(":", 1)[-1]
     tail = re.sub(r"-v\d+$", "", tail)
     return re.sub(r"[^a-z0-9_]+", "_", tail.lower()).strip("_") or "env"
 
@@ -27,9 +28,15 @@ def _written_reference(ref: str, out: Path) -> str:
     """The reference as the spec in ``out`` names it (a file path relative to ``out``)."""
     if ref.startswith("gymnasium:"):
         return ref
+    if ref.endswith(".c"):
+        if not Path(ref).is_file():
+            raise BadInput(f"reference file not found: {ref}")
+        return os.path.relpath(Path(ref).resolve(), out.resolve())
     path, sep, cls = ref.rpartition(":")
     if not sep or not path.endswith(".py"):
-        raise BadInput(f"--ref: expected gymnasium:<id> or path/to/file.py:Class, got {ref!r}")
+        raise BadInput(
+            f"--ref: expected gymnasium:<id>, path/to/file.py:Class or path/to/env.c, got {ref!r}"
+        )
     if not Path(path).is_file():
         raise BadInput(f"reference file not found: {path}")
     return f"{os.path.relpath(Path(path).resolve(), out.resolve())}:{cls}"
@@ -53,7 +60,7 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
 
 def init_command(
     ref: str = typer.Option(
-        ..., "--ref", help="Reference to draft a spec for: gymnasium:<id> or file.py:Class."
+        ..., "--ref", help="Reference to draft a spec for: gymnasium:<id>, file.py:Class, env.c."
     ),
     out: Path = typer.Option(
         None, "--out", help="Directory for env.toml and README.md (default references/<env>/)."
@@ -76,9 +83,10 @@ def init_command(
     Exit 0 written and self-check passed, 1 self-check failed (written only with --force),
     2 bad input.
     """
+    from envforge.draft.c_draft import draft_c_spec
     from envforge.draft.draft import draft_spec
     from envforge.draft.render import render_readme, render_toml
-    from envforge.draft.selfcheck import SelfCheckConfig
+    from envforge.draft.selfcheck import SelfCheckConfig, self_check
     from envforge.verify.selfcheck_cache import remember
 
     env = name or env_name(ref)
@@ -99,14 +107,20 @@ def init_command(
     console = Console(stderr=True)
     try:
         with console.status(f"drafting {env}") as status:
-            draft = draft_spec(
-                reference,
-                env,
-                out.resolve(),
-                SelfCheckConfig(episodes=episodes),
-                progress=lambda msg: status.update(f"drafting {env}: {msg}"),
-                options=options,
-            )
+            config = SelfCheckConfig(episodes=episodes)
+            if reference.endswith(".c"):
+                draft = draft_c_spec(reference, env, out.resolve())
+                status.update(f"drafting {env}: self-check")
+                draft.check = self_check(draft.spec(), config)
+            else:
+                draft = draft_spec(
+                    reference,
+                    env,
+                    out.resolve(),
+                    config,
+                    progress=lambda msg: status.update(f"drafting {env}: {msg}"),
+                    options=options,
+                )
     finally:
         if made_out and not any(out.iterdir()):
             out.rmdir()

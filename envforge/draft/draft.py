@@ -24,6 +24,7 @@ from envforge.backends.base import Transition
 from envforge.backends.gymnasium import OBSERVATION_METHODS
 from envforge.draft.fields import FieldDraft, draft_fields
 from envforge.draft.probe import Probe, env_factory, probe, state_attributes
+from envforge.draft.render import action_table, events_seen, observation_table
 from envforge.draft.selfcheck import SelfCheckConfig, SelfCheckResult, reference_driver, self_check
 from envforge.draft.source import termination_guess
 from envforge.rng.draws import row_seeds
@@ -37,19 +38,32 @@ F32_EPS = 2.0**-24
 
 @dataclass
 class Draft:
+    """Everything a drafted spec says, with the reasons that become its comments."""
+
     name: str
     reference: str
-    probe: Probe
+    probe: Probe | None
+    """What the probe of a gymnasium/Python reference saw (None for a C reference)."""
     fields: list[FieldDraft]
-    left_out: list[tuple[str, str]] = field(default_factory=list)
+    observation: dict[str, Any]
+    observation_note: str
+    action: dict[str, Any]
+    probed: str
+    """One line: how the reference was probed."""
     episode_cap: int = 1000
+    episode_cap_note: str = ""
+    action_note: str = ""
+    events: list[dict[str, str]] = field(default_factory=list)
+    state_note: str = "the attributes the probe saw change"
+    c: dict[str, Any] = field(default_factory=dict)
+    c_note: str = ""
+    left_out: list[tuple[str, str]] = field(default_factory=list)
     termination: str | None = None
     termination_note: str = ""
     compare: dict[str, Any] = field(default_factory=dict)
     compare_note: str = ""
     rng: dict[str, Any] = field(default_factory=lambda: {"mode": "sync"})
     options: dict[str, Any] = field(default_factory=dict)
-    observation_attr: str | None = None
     rng_note: str = ""
     check: SelfCheckResult | None = None
     root: Any = None
@@ -80,16 +94,30 @@ def draft_spec(
     make = env_factory(reference, root, options)
     seen = probe(reference, make)
     candidates, left_out = state_attributes(seen)
+    observation, observation_note = observation_table(seen.observation_space)
+    obs_attr = _observation_attr(seen, candidates)
+    if obs_attr is not None:
+        observation["attr"] = obs_attr
+        observation_note += f"; it is the attribute {obs_attr} (the env has no _get_obs)"
     draft = Draft(
         name=name,
         reference=reference,
         probe=seen,
         fields=draft_fields(seen, candidates),
-        left_out=left_out,
+        observation=observation,
+        observation_note=observation_note,
+        action=action_table(seen.action_space),
+        probed=f"Probed with {seen.episodes} random episodes ({seen.steps} steps).",
         episode_cap=seen.max_episode_steps or 1000,
+        episode_cap_note=(
+            "the TimeLimit's max_episode_steps"
+            if seen.max_episode_steps is not None
+            else "GUESS: no TimeLimit (the env never truncates); L3 cuts episodes here"
+        ),
+        events=events_seen(seen.terminated_seen, seen.truncated_seen),
+        left_out=left_out,
         root=root,
         options=dict(options or {}),
-        observation_attr=_observation_attr(seen, candidates),
     )
     _propose_modes(draft)
     _propose_tolerance(draft)
@@ -117,6 +145,7 @@ def _propose_modes(draft: Draft) -> None:
         "gymnasium draws from numpy's PCG64 (np_random), which a port cannot reproduce bit for "
         "bit: resets are compared as distributions, dynamics from injected states"
     )
+    assert draft.probe is not None
     draws = draft.probe.max_draws_per_step
     if draws:
         draft.rng = {"mode": "sync", "step": "tape", "tape_size": max(4, 2 * draws)}
@@ -217,6 +246,7 @@ def _propose_termination(draft: Draft, make: Callable[[], Any]) -> None:
         attr_fields[(f.source_attr, f.index)] = f.name
         if any(note.startswith("name from the source") for note in f.notes):
             local_fields[f.name] = f.name
+    assert draft.probe is not None
     env = make()
     guess = termination_guess(
         draft.probe.env_class, getattr(env, "unwrapped", env), local_fields, attr_fields

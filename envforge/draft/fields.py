@@ -45,7 +45,8 @@ class FieldDraft:
         if self.low is not None:
             out["low"] = self.low
             out["high"] = self.high
-        out["attr"] = self.attr
+        if self.attr:
+            out["attr"] = self.attr
         if self.aliases:
             out["aliases"] = list(self.aliases)
         if self.atol is not None:
@@ -76,6 +77,23 @@ def _round_out(value: float, up: bool) -> float:
     return float(f"{steps}e{exponent}")
 
 
+def range_note(lo: float, hi: float, dtype: str, seen: str) -> tuple[float, float, str]:
+    """The drafted range for values seen in ``[lo, hi]``, and the comment that says so."""
+    if dtype == "bool" or np.dtype(dtype).kind in "iu":
+        return (
+            int(lo),
+            int(hi),
+            f"observed over {seen} ({int(lo)}..{int(hi)}): widen it to every valid value",
+        )
+    span = hi - lo if hi > lo else max(abs(hi), 1.0)
+    low, high = _round_out(lo - HEADROOM * span, False), _round_out(hi + HEADROOM * span, True)
+    return (
+        low,
+        high,
+        f"observed over {seen} ({lo:.6g}..{hi:.6g}) plus {HEADROOM:.0%} headroom each side",
+    )
+
+
 def _range(stats: AttrStats, k: int | None, dtype: str, probe: Probe) -> tuple[float, float, str]:
     assert stats.low is not None and stats.high is not None
     lo = float(stats.low.reshape(-1)[k] if k is not None else stats.low.min())
@@ -84,12 +102,7 @@ def _range(stats: AttrStats, k: int | None, dtype: str, probe: Probe) -> tuple[f
     if stats.equals_obs and hasattr(space, "n"):
         start = int(getattr(space, "start", 0))
         return start, start + int(space.n) - 1, f"the observation space: Discrete({space.n})"
-    seen = f"observed over {probe.episodes} random episodes"
-    if dtype in ("bool",) or np.dtype(dtype).kind in "iu":
-        return int(lo), int(hi), f"{seen} ({int(lo)}..{int(hi)}): widen it to every valid value"
-    span = hi - lo if hi > lo else max(abs(hi), 1.0)
-    low, high = _round_out(lo - HEADROOM * span, False), _round_out(hi + HEADROOM * span, True)
-    return low, high, f"{seen} ({lo:.6g}..{hi:.6g}) plus {HEADROOM:.0%} headroom each side"
+    return range_note(lo, hi, dtype, f"{probe.episodes} random episodes")
 
 
 def _unique(name: str, taken: set[str]) -> str:

@@ -64,6 +64,17 @@ class LiveBatch:
     def snapshot(self, i: int) -> dict[str, Value]:
         return snapshot(self.envs[i], self.time_limits[i])
 
+    def explain(
+        self, i: int, before: State, action: np.ndarray, expected: Transition
+    ) -> tuple[list[str], list[str], dict[str, tuple[str, str]]]:
+        return outside_state(self.driver, self, i, before, action, expected)
+
+    def replay(self, i: int, seed: int, actions: list[np.ndarray]) -> None:
+        """Bring env ``i`` back to where it stood after ``actions`` from ``reset(seed)``."""
+        self.envs[i].reset(seed=seed)
+        for a in actions:
+            self.step(np.array([i]), np.asarray(a)[None], self.read(np.array([i])))
+
     def close(self) -> None:
         for env in self.envs:
             if callable(getattr(env, "close", None)):
@@ -173,11 +184,3 @@ def _copy_over(name: str, live: LiveBatch, i: int, driver: GymnasiumDriver) -> N
 def first_row(state: State, i: int) -> State:
     assert 0 <= i < batch_size(state)
     return {k: v[i : i + 1] for k, v in state.items()}
-
-
-def replay_to(live: LiveBatch, i: int, seed: int, actions: list[np.ndarray]) -> None:
-    """Bring ``live.envs[i]`` back to where it stood after ``actions`` from ``reset(seed)``."""
-    live.envs[i].reset(seed=seed)
-    for a in actions:
-        a = np.asarray(a)[None]
-        live.step(np.array([i]), a, live.read(np.array([i])))

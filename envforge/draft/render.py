@@ -58,11 +58,11 @@ def action_table(space: Any) -> dict[str, Any]:
     }
 
 
-def _events(draft: Draft) -> list[dict[str, str]]:
+def events_seen(terminated: int, truncated: int) -> list[dict[str, str]]:
     events = []
-    if draft.probe.terminated_seen:
+    if terminated:
         events.append({"name": "terminated", "expr": "terminated"})
-    if draft.probe.truncated_seen:
+    if truncated:
         events.append({"name": "timeout", "expr": "truncated"})
     return events
 
@@ -74,19 +74,19 @@ def spec_table(draft: Draft, fields: list[FieldDraft]) -> dict[str, Any]:
         "reference": draft.reference,
         "description": f"drafted by envforge init from {draft.reference}",
         "episode_cap": draft.episode_cap,
-        "observation": observation_table(draft.probe.observation_space)[0],
-        "action": action_table(draft.probe.action_space),
+        "observation": dict(draft.observation),
+        "action": dict(draft.action),
         "state": [f.table() for f in fields],
         "rng": dict(draft.rng),
         "compare": dict(draft.compare),
-        "event": _events(draft),
+        "event": list(draft.events),
     }
     if draft.termination is not None:
         table["termination"] = draft.termination
     if draft.options:
         table["options"] = dict(draft.options)
-    if draft.observation_attr is not None:
-        table["observation"]["attr"] = draft.observation_attr
+    if draft.c:
+        table["c"] = dict(draft.c)
     return table
 
 
@@ -111,27 +111,16 @@ def _lines(table: dict[str, Any]) -> list[str]:
 
 
 def render_toml(draft: Draft) -> str:
-    p = draft.probe
-    obs, obs_note = observation_table(p.observation_space)
-    if draft.observation_attr is not None:
-        obs["attr"] = draft.observation_attr
-        obs_note += f"; it is the attribute {draft.observation_attr} (the env has no _get_obs)"
     out = [
         f"# {draft.name}: drafted by `envforge init --ref {draft.reference}`. REVIEW EVERY LINE",
         "# marked GUESS or observed (see docs/SPEC.md, 'Reviewing a draft'), then delete this note.",
-        f"# Probed with {p.episodes} random episodes ({p.steps} steps).",
+        f"# {draft.probed}",
         f"name = {_value(draft.name)}",
         f"reference = {_value(draft.reference)}",
         f"description = {_value(f'drafted by envforge init from {draft.reference}')}"
         "  # GUESS: say what the env is",
+        f"episode_cap = {draft.episode_cap}  # {draft.episode_cap_note}",
     ]
-    if p.max_episode_steps is not None:
-        out.append(f"episode_cap = {draft.episode_cap}  # the TimeLimit's max_episode_steps")
-    else:
-        out.append(
-            f"episode_cap = {draft.episode_cap}  # GUESS: no TimeLimit (the env never "
-            "truncates); L3 cuts episodes here"
-        )
     if draft.termination is not None:
         out.append(f"# termination: {draft.termination_note}")
         out.append(f"termination = {_value(draft.termination)}")
@@ -140,11 +129,18 @@ def render_toml(draft: Draft) -> str:
         out.append("# predicate that reproduces `terminated` from after.<field> (docs/SPEC.md)")
     if draft.options:
         out += ["", "# passed to the reference's constructor", "[options]", *_lines(draft.options)]
-    out += ["", f"# {obs_note}", "[observation]", *_lines(obs)]
-    out += ["", "[action]", *_lines(action_table(p.action_space))]
+    if draft.c:
+        out += ["", f"# {draft.c_note}", "[c]", *_lines(draft.c)]
+    out += ["", f"# {draft.observation_note}", "[observation]", *_lines(draft.observation)]
+    if draft.action_note:
+        out.append("")
+        out.append(f"# {draft.action_note}")
+    else:
+        out.append("")
+    out += ["[action]", *_lines(draft.action)]
     out += ["", f"# {draft.rng_note}", "[rng]", *_lines(draft.rng)]
     out += ["", f"# GUESS: {draft.compare_note}", "[compare]", *_lines(draft.compare)]
-    out += ["", "# Canonical state: the attributes the probe saw change (docs/SPEC.md)."]
+    out += ["", f"# Canonical state: {draft.state_note} (docs/SPEC.md)."]
     for f in draft.fields:
         out.append("")
         out += [f"# {note}" for note in f.notes]
@@ -156,10 +152,9 @@ def render_toml(draft: Draft) -> str:
             "# Left out of the canonical state (the self-check decides whether they matter):",
         ]
         out += [f"#   {name}: {why}" for name, why in draft.left_out]
-    events = _events(draft)
-    if events:
+    if draft.events:
         out += ["", "# Events seen in the probe; add the rare ones a port can get wrong."]
-    for e in events:
+    for e in draft.events:
         out += ["[[event]]", *_lines(e)]
     out += [
         "",

@@ -27,13 +27,15 @@ import numpy as np
 from envforge.backends.base import State, Transition, take_state
 from envforge.backends.gymnasium import GymnasiumDriver
 from envforge.backends.recipe import build_driver, reference_recipe
-from envforge.draft.live import LiveBatch, first_row, outside_state, replay_to
+from envforge.draft.live import LiveBatch, first_row
 from envforge.errors import BadInput, ContractViolation
 from envforge.spec import EnvSpec
 from envforge.verify.compare import Diff, compare_transitions
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.policies import rollout_policies
 
+STEP_CAP = 1000
+"""Episodes of the self-check stop here by default (pong's random games last ~3000 steps)."""
 LEVELS = {
     1: "one step from each reached state",
     2: "sequences from reached states",
@@ -48,7 +50,7 @@ class SelfCheckConfig:
     segment: int = 8
     """L2: steps the Driver runs on its own state before it is re-synced to the original."""
     max_steps: int | None = None
-    """Steps per episode at most (default: the spec's episode cap)."""
+    """Steps per episode at most (default: the spec's episode cap, at most ``STEP_CAP``)."""
     seed: int = 0
 
 
@@ -85,16 +87,28 @@ class SelfCheckResult:
         }
 
 
-def reference_driver(spec: EnvSpec) -> GymnasiumDriver:
-    """The spec's reference, in this process (the self-check reaches inside its instances)."""
+def reference_driver(spec: EnvSpec) -> Any:
+    """The spec's reference, in this process (the self-check reaches inside its instances):
+    a ``GymnasiumDriver`` (gymnasium and Python references) or a ``CDriver``."""
+    from envforge.backends.c import CDriver
+
     driver = build_driver(reference_recipe(spec))
-    if not isinstance(driver, GymnasiumDriver):
+    if not isinstance(driver, GymnasiumDriver | CDriver):
         driver.close()
         raise BadInput(
-            f"{spec.name}: the self-check supports gymnasium and Python references, not "
+            f"{spec.name}: the self-check supports gymnasium, Python and C references, not "
             f"{spec.reference_kind}"
         )
     return driver
+
+
+def live_batch(driver: Any, n: int) -> Any:
+    """The original reference beside ``driver``: live instances, or whole C structs."""
+    if isinstance(driver, GymnasiumDriver):
+        return LiveBatch(driver, n)
+    from envforge.draft.c_live import CLive
+
+    return CLive(driver, n)
 
 
 def self_check(spec: EnvSpec, config: SelfCheckConfig | None = None) -> SelfCheckResult:
@@ -104,7 +118,7 @@ def self_check(spec: EnvSpec, config: SelfCheckConfig | None = None) -> SelfChec
     start = time.perf_counter()
     result = SelfCheckResult(env=spec.name, levels={lv: "pass" for lv in LEVELS})
     driver = reference_driver(spec)
-    live = LiveBatch(driver, config.episodes)
+    live = live_batch(driver, config.episodes)
     try:
         rng = np.random.default_rng([config.seed, 19])
         for k, policy in enumerate(rollout_policies(spec, rng)):
@@ -121,8 +135,8 @@ def self_check(spec: EnvSpec, config: SelfCheckConfig | None = None) -> SelfChec
 
 def _episodes(
     spec: EnvSpec,
-    driver: GymnasiumDriver,
-    live: LiveBatch,
+    driver: Any,
+    live: Any,
     policy: Any,
     seeds: np.ndarray,
     config: SelfCheckConfig,
@@ -135,7 +149,7 @@ def _episodes(
     rows = np.arange(n)
     history: list[np.ndarray] = []
     policy.reset(n)
-    for t in range(config.max_steps or spec.episode_cap):
+    for t in range(config.max_steps or min(spec.episode_cap, STEP_CAP)):
         acts = policy.act(obs, np.full(len(rows), t))
         full = np.zeros((n, *spec.action.shape), dtype=spec.action.dtype)
         full[rows] = acts
@@ -182,7 +196,7 @@ def _episodes(
                 )
                 # explaining it replayed the original to before this step: bring it back
                 env = int(rows[i])
-                replay_to(live, env, int(seeds[env]), [h[env] for h in history])
+                live.replay(env, int(seeds[env]), [h[env] for h in history])
         keep = ~(expected.terminated | expected.truncated)
         rows = rows[keep]
         if not len(rows) or all(s == "fail" for s in result.levels.values()):
@@ -196,8 +210,8 @@ def _episodes(
 
 def _finding(
     spec: EnvSpec,
-    driver: GymnasiumDriver,
-    live: LiveBatch,
+    driver: Any,
+    live: Any,
     level: int,
     diff: Diff,
     i: int,
@@ -213,11 +227,9 @@ def _finding(
 ) -> Finding:
     env = int(rows[i])
     keys = diff.keys_at(i)
-    replay_to(live, env, int(seeds[env]), [h[env] for h in history[:-1]])
+    live.replay(env, int(seeds[env]), [h[env] for h in history[:-1]])
     live_before = live.read(np.array([env]))
-    causes, others, values = outside_state(
-        driver, live, env, live_before, acts[i], expected.take(i)
-    )
+    causes, others, values = live.explain(env, live_before, acts[i], expected.take(i))
     if causes:
         why = (
             "; outside the canonical state, "

@@ -16,7 +16,7 @@ from typing import Any
 from envforge.cache import cache_root
 from envforge.spec import EnvSpec, load_spec
 
-CHECKED_KINDS = ("gymnasium", "python")
+CHECKED_KINDS = ("gymnasium", "python", "c")
 """References the self-check can drive (it reaches inside their instances)."""
 
 
@@ -56,9 +56,10 @@ def cached_or_run(spec: EnvSpec) -> tuple[dict[str, Any], bool] | None:
             return json.loads(entry.read_text()), True
         except ValueError:
             pass  # a torn write: run it again
-    from envforge.draft.selfcheck import self_check
+    from envforge.draft.selfcheck import SelfCheckConfig, self_check
 
-    result = self_check(spec)
+    # lighter than init's check (8 episodes, 1000 steps): verify pays it per new spec
+    result = self_check(spec, SelfCheckConfig(episodes=4, max_steps=min(spec.episode_cap, 500)))
     entry.parent.mkdir(parents=True, exist_ok=True)
     tmp = entry.with_suffix(f".{id(result)}.tmp")
     tmp.write_text(json.dumps(result.to_dict()))
