@@ -82,3 +82,11 @@ def test_blackjack_dealer_standing_on_16_names_the_hand_element(tmp_path: Path) 
 def test_port_passes_l0_to_l3_at_full_scale(spec: Path, port: Path) -> None:
     report = verify(load_spec(spec), port.parent, [0, 1, 2, 3])
     assert report.verdict == "equivalent", [lv.summary for lv in report.levels]
+
+
+def test_bench_builds_the_reference_with_the_spec_options() -> None:
+    from envforge.bench.python_loop import env_factory
+
+    env = env_factory(load_spec(ROOT / "references" / "frozenlake" / "env.toml"))()
+    assert env.unwrapped.desc.shape == (8, 8)  # the 8x8 map, not gymnasium's 4x4 default
+    assert len(env.unwrapped.P[0][0]) == 3  # slippery: three outcomes per move

@@ -25,7 +25,7 @@ def env_factory(spec: EnvSpec) -> Callable[[], Any]:
         import gymnasium
 
         env_id = spec.reference.split(":", 1)[1]
-        return lambda: gymnasium.make(env_id, disable_env_checker=True)
+        return lambda: gymnasium.make(env_id, disable_env_checker=True, **spec.options)
     if kind == "python":
         from envforge.backends.jax import load_module
 
@@ -33,7 +33,7 @@ def env_factory(spec: EnvSpec) -> Callable[[], Any]:
         if path is None:
             raise BadInput(f"cannot locate the Python reference {spec.reference}")
         cls = getattr(load_module(path), spec.reference.rsplit(":", 1)[1])
-        return lambda: cls()
+        return lambda: cls(**spec.options)
     raise BadInput(f"{spec.name}: no Python loop for a {kind} reference")
 
 
