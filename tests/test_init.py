@@ -350,3 +350,15 @@ def test_c_reference_drafted_from_its_struct(tmp_path: Path, cli: Callable) -> N
     check = self_check(type(spec).model_validate(table))
     assert not check.passed
     assert check.findings[0].extra["outside_state"] == ["pushes"], check.findings[0].message
+
+
+@pytest.mark.slow
+def test_lunar_lander_box2d_state_is_named_as_missing(tmp_path: Path) -> None:
+    """LunarLander keeps its state in Box2D bodies, which no attribute mapping reaches: the
+    draft cannot pass, and the self-check says which objects hold the missing state."""
+    pytest.importorskip("Box2D")
+    pytest.importorskip("pygame")
+    draft = draft_spec("gymnasium:LunarLander-v3", "lunarlander", tmp_path)
+    assert draft.check is not None and not draft.check.passed
+    message = draft.check.findings[0].message
+    assert "lander" in message and "cannot be copied" in message, message

@@ -239,7 +239,10 @@ def _finding(
             + (" explains it" if len(causes) == 1 else " explain it together")
         )
     elif others:
+        untested = [n for n in others if "not tested" in values[n][0]]
         why = f"; outside the canonical state {', '.join(others)} differ, but none explains it"
+        if untested:
+            why += f" ({', '.join(untested)} cannot be copied to test: make them fields)"
     else:
         why = (
             "; nothing outside the canonical state differs: the canonical state changes the "
