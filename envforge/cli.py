@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import NoReturn
 
 import typer
 
-from envforge.errors import BadInput, EnvforgeError
+from envforge.errors import EnvforgeError
+
+try:  # typer 0.2x carries its own copy of click; older typer uses click itself
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # type: ignore
 
 app = typer.Typer(
     name="envforge",
@@ -36,27 +42,37 @@ for _name in COMMAND_MODULES:
 
 
 def main() -> None:
-    """Console entry point: typed errors become one line on stderr and exit code 2."""
+    """Console entry point. Exit codes: 0 done/equivalent, 1 a real verdict (not equivalent,
+    not verified), 2 bad input (one line on stderr, never a traceback), 130 interrupted."""
     try:
-        app(standalone_mode=False)
-    except BadInput as e:
-        print(f"envforge: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except EnvforgeError as e:
-        print(f"envforge: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
+        code = app(standalone_mode=False)
+    except EnvforgeError as e:  # BadInput and every other error raised on purpose
+        _fail(str(e))
+    except UsageError as e:  # click's parsing: unknown option, bad value, no command
+        if isinstance(e, NoArgsIsHelpError):
+            print(e.format_message())
+            _fail("no command given (help above)")
+        where = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+        _fail(f"{e.format_message()}{where}")
+    except ClickException as e:  # click's file errors and the like
+        _fail(e.format_message())
     except (typer.Abort, KeyboardInterrupt):
-        print("envforge: aborted", file=sys.stderr)
-        sys.exit(130)
-    except Exception as e:  # click usage errors
-        import click
+        code = INTERRUPTED
+    # outside standalone mode typer returns the code of an Exit (Ctrl-C is Exit(130)) instead
+    # of leaving with it; a command that finishes normally returns None
+    code = code if isinstance(code, int) else 0
+    if code == INTERRUPTED:
+        print("envforge: interrupted", file=sys.stderr)
+    sys.exit(code)
 
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(2)
-        raise
+
+INTERRUPTED = 130
+"""The shell's code for a process ended by SIGINT (128 + 2)."""
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"envforge: error: {' '.join(message.split())}", file=sys.stderr)
+    sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,12 @@ class BadInput(EnvforgeError):
     """The user gave us something we cannot work with (missing file, unknown env, bad flag)."""
 
 
+class BrokenReference(BadInput):
+    """The reference cannot be built or run as the spec describes it. Nothing can be said about
+    a port compared with it: verify's outcome is "reference error" (exit code 2), never a
+    verdict about the port."""
+
+
 class SpecError(BadInput):
     """An env.toml is malformed. The message names the file, the key and what was expected."""
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import tomllib
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from envforge import bounds
 from envforge.errors import SpecError
 from envforge.expr import ExprError, Expression
 
@@ -129,19 +130,23 @@ class CSettings(_Model):
     cflags: tuple[str, ...] = ()
 
 
+Count = Annotated[int, bounds.field(bounds.AT_LEAST_ONE)]
+Seconds = Annotated[float, bounds.field(bounds.SECONDS)]
+
+
 class VerifySettings(_Model):
-    l1_examples: int = 150
-    l1_batch: int = 64
-    l1_sweep: int = 4096
-    reset_samples: int = 2000
-    seed_sweep: int = Field(default=1 << 32, ge=0, le=1 << 32)
-    seed_sweep_seconds: float = Field(default=60.0, gt=0)
-    alpha: float = 0.001
-    l2_examples: int = 40
-    l2_steps: int = 30
-    l3_episodes: int = 100
-    l3_max_steps: int | None = None
-    timeout_s: float = 120.0
+    l1_examples: Count = 150
+    l1_batch: Count = 64
+    l1_sweep: Count = 4096
+    reset_samples: Count = 2000
+    seed_sweep: Annotated[int, bounds.field(bounds.SEED_SWEEP)] = 1 << 32
+    seed_sweep_seconds: Seconds = 60.0
+    alpha: Annotated[float, bounds.field(bounds.PROBABILITY)] = 0.001
+    l2_examples: Count = 40
+    l2_steps: Count = 30
+    l3_episodes: Count = 100
+    l3_max_steps: Annotated[int | None, bounds.field(bounds.AT_LEAST_ONE)] = None
+    timeout_s: Seconds = 120.0
 
 
 class EnvSpec(_Model):
@@ -263,7 +268,11 @@ def load_spec(path: str | Path) -> EnvSpec:
     if not p.is_file():
         raise SpecError(p, "(file)", "an existing env.toml")
     try:
-        raw = tomllib.loads(p.read_text())
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(
+            p, "(file)", f"a readable UTF-8 text file ({e.__class__.__name__})"
+        ) from None
     except tomllib.TOMLDecodeError as e:
         raise SpecError(p, "(syntax)", f"valid TOML ({e})") from None
     raw["root"] = p.parent.resolve()
@@ -282,6 +291,13 @@ def load_spec(path: str | Path) -> EnvSpec:
         ) from None
     _check_semantics(p, spec)
     return spec
+
+
+def with_reference(spec: EnvSpec, reference: str) -> EnvSpec:
+    """The spec with another reference (``--ref`` beside ``--spec``), checked like a loaded one."""
+    changed = spec.model_copy(update={"reference": reference})
+    _check_semantics(spec.root / "env.toml", changed)
+    return changed
 
 
 def _check_semantics(p: Path, spec: EnvSpec) -> None:

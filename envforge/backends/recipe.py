@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envforge.backends.base import Driver
+from envforge.backends.reference_check import check_reference
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
 
@@ -33,12 +34,11 @@ def reference_recipe(spec: EnvSpec, strict_float: bool | None = None) -> Recipe:
     kind = spec.reference_kind
     if kind == "node":
         raise BadInput(f"JavaScript references are not supported yet: {spec.reference}")
+    check_reference(spec)  # what a build in a child would find late, found here at once
     target = spec.reference
     path = spec.reference_path()
     if path is not None:
-        if not path.exists():
-            raise BadInput(f"reference file not found: {path}")
-        target = str(path) if kind == "c" else f"{path}:{spec.reference.split(':', 1)[1]}"
+        target = str(path) if kind == "c" else f"{path}:{spec.reference.rsplit(':', 1)[1]}"
     return Recipe(kind=kind, spec=spec, target=target, side="reference", strict_float=strict)
 
 

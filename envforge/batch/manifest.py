@@ -14,10 +14,11 @@ import re
 import tomllib
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from envforge import bounds
 from envforge.errors import BadInput, SpecError
 from envforge.verify.runner import parse_levels
 
@@ -39,9 +40,9 @@ def _money(value: Any) -> Any:
 class BatchSettings(_Strict):
     name: str | None = None
     """Default: the manifest file's stem."""
-    total_budget_usd: Decimal = Field(gt=0)
+    total_budget_usd: Annotated[Decimal, bounds.field(bounds.USD)]
     """Most the whole batch may spend; enforced across all workers before every call."""
-    workers: int = Field(default=2, ge=1, le=256)
+    workers: Annotated[int, bounds.field(bounds.WORKERS)] = 2
     """Jobs running at once."""
     executor: Literal["local", "ray"] = "local"
     address: str | None = None
@@ -64,27 +65,27 @@ class JobFields(_Strict):
     target: Literal["jax", "rust"] | None = None
     model: str | None = None
     """claude-…, gemini-…, openai:<name>, replay:<cassette.jsonl> or scripted:<script.json>."""
-    budget_usd: Decimal | None = Field(default=None, gt=0)
+    budget_usd: Annotated[Decimal | None, bounds.field(bounds.USD)] = None
     """This job's own limit (the batch total applies too)."""
-    max_iters: int | None = Field(default=None, ge=1)
-    max_steps: int | None = Field(default=None, ge=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_minutes: float | None = Field(default=None, gt=0)
+    max_iters: Annotated[int | None, bounds.field(bounds.AT_LEAST_ONE)] = None
+    max_steps: Annotated[int | None, bounds.field(bounds.AT_LEAST_ONE)] = None
+    max_tokens: Annotated[int | None, bounds.field(bounds.AT_LEAST_ONE)] = None
+    max_minutes: Annotated[float | None, bounds.field(bounds.MINUTES)] = None
     levels: str | None = None
-    scale: float | None = Field(default=None, gt=0)
-    seed: int | None = None
-    optimize: int | None = Field(default=None, ge=0)
+    scale: Annotated[float | None, bounds.field(bounds.SCALE)] = None
+    seed: Annotated[int | None, bounds.field(bounds.SEED)] = None
+    optimize: Annotated[int | None, bounds.field(bounds.NON_NEGATIVE)] = None
     out: str | None = None
     """Where the final port lands (default ``generated/<env>/<target>-<job>`` here)."""
-    price_in: float | None = Field(default=None, ge=0)
-    price_out: float | None = Field(default=None, ge=0)
-    price_cache_read: float | None = Field(default=None, ge=0)
-    price_cache_write: float | None = Field(default=None, ge=0)
-    num_cpus: float | None = Field(default=None, gt=0)
+    price_in: Annotated[float | None, bounds.field(bounds.USD_PER_MTOK)] = None
+    price_out: Annotated[float | None, bounds.field(bounds.USD_PER_MTOK)] = None
+    price_cache_read: Annotated[float | None, bounds.field(bounds.USD_PER_MTOK)] = None
+    price_cache_write: Annotated[float | None, bounds.field(bounds.USD_PER_MTOK)] = None
+    num_cpus: Annotated[float | None, bounds.field(bounds.POSITIVE)] = None
     """Ray resources of the job's task."""
-    num_gpus: float | None = Field(default=None, ge=0)
+    num_gpus: Annotated[float | None, bounds.field(bounds.RESOURCES)] = None
     """Ray GPUs of the job's task (set 1 when L4 trains on a GPU)."""
-    reference_steps_per_second: float | None = Field(default=None, gt=0)
+    reference_steps_per_second: Annotated[float | None, bounds.field(bounds.POSITIVE)] = None
     """The reference's measured steps/s (e.g. from ``envforge bench``): the report's speedup."""
 
     @field_validator("budget_usd", mode="before")

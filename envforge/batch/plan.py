@@ -13,15 +13,16 @@ from decimal import Decimal
 from pathlib import Path
 
 from envforge.agents.loop import AgentLimits
+from envforge.backends.reference_check import check_reference
 from envforge.batch.manifest import JobEntry, Manifest
 from envforge.batch.models import open_batch_model
 from envforge.cost.prices import Price, load_price_table, price_from_options
 from envforge.errors import BadInput
-from envforge.locate import references_dirs, spec_for_name, spec_for_reference
+from envforge.locate import reference_file, references_dirs, spec_for_name, spec_for_reference
 from envforge.prompts.render import target
 from envforge.repair.orchestrate import RepairConfig
 from envforge.repair.workspace import check_out_dir
-from envforge.spec import EnvSpec, load_spec
+from envforge.spec import EnvSpec
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_levels
 
@@ -64,6 +65,7 @@ def _plan(manifest: Manifest, entry: JobEntry) -> JobPlan:
     where = f"{manifest.path}: job {entry.name}"
     try:
         spec = _spec(manifest, entry)
+        check_reference(spec)  # a reference that cannot build would fail every verify
         target(entry.target)
         model = open_batch_model(entry.model, manifest.root)
         price = price_from_options(
@@ -109,15 +111,17 @@ def _plan(manifest: Manifest, entry: JobEntry) -> JobPlan:
 
 
 def _spec(manifest: Manifest, entry: JobEntry) -> EnvSpec:
-    """``ref`` as ``envforge translate --ref`` takes it, or the name of a known env."""
-    if entry.spec is not None:
-        return load_spec(manifest.resolve(entry.spec))
-    path = manifest.resolve(entry.ref)
-    if path.exists():
-        return spec_for_reference(str(path))
-    if any((refs / entry.ref / "env.toml").is_file() for refs in references_dirs()):
-        return spec_for_name(entry.ref)
-    return spec_for_reference(entry.ref)
+    """``ref`` as ``envforge translate --ref`` takes it (files relative to the manifest), or
+    the name of a known env; ``spec``, when given, describes that reference."""
+    spec = str(manifest.resolve(entry.spec)) if entry.spec is not None else None
+    source = reference_file(entry.ref)
+    if source is not None and not manifest.resolve(str(source)).exists():
+        known = any((refs / entry.ref / "env.toml").is_file() for refs in references_dirs())
+        if known and spec is None:
+            return spec_for_name(entry.ref)
+    if source is not None and not source.is_absolute():
+        return spec_for_reference(str(manifest.root / entry.ref), spec)
+    return spec_for_reference(entry.ref, spec)
 
 
 def with_sandbox(plan: JobPlan, sandbox: str) -> JobPlan:

@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from envforge import bounds
 from envforge.batch.driver import RunOptions, run_batch
 from envforge.batch.manifest import load_manifest
 from envforge.batch.report import build_report, show_report, show_status, to_markdown
@@ -34,7 +35,12 @@ def _stdout() -> Console:
 @batch_app.command("run")
 def run_command(
     manifest: Path = MANIFEST,
-    workers: int = typer.Option(None, "--workers", help="Jobs at once (default: the manifest's)."),
+    workers: int = typer.Option(
+        None,
+        "--workers",
+        callback=bounds.option(bounds.WORKERS),
+        help="Jobs at once (default: the manifest's).",
+    ),
     executor: str = typer.Option(
         None, "--executor", help="local or ray (default: the manifest's, else local)."
     ),

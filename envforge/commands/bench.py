@@ -8,6 +8,7 @@ import sys
 import typer
 from rich.console import Console
 
+from envforge import bounds
 from envforge.bench.measure import BATCH_SIZES, BenchSettings
 from envforge.bench.suite import find_ports, run_bench
 from envforge.errors import BadInput
@@ -33,8 +34,15 @@ def bench_command(
         ",".join(map(str, BATCH_SIZES)), "--batch", help="Batch sizes, comma-separated."
     ),
     policy: str = typer.Option("random,mlp", "--policy", help="random, mlp or both."),
-    repeats: int = typer.Option(5, "--repeats", min=1, help="Timed runs; the median is shown."),
-    min_run: float = typer.Option(0.2, "--min-run", min=0.001, help="Seconds per timed run."),
+    repeats: int = typer.Option(
+        5,
+        "--repeats",
+        callback=bounds.option(bounds.AT_LEAST_ONE),
+        help="Timed runs; the median is shown.",
+    ),
+    min_run: float = typer.Option(
+        0.2, "--min-run", callback=bounds.option(bounds.SECONDS), help="Seconds per timed run."
+    ),
     resets: str = typer.Option(
         "fresh,first", "--resets", help="JAX auto-reset: fresh (gymnax), first (Brax), or both."
     ),
@@ -42,7 +50,10 @@ def bench_command(
         False, "--strict", help="Measure strict-float builds (no FMA) instead of fast ones."
     ),
     max_python_batch: int = typer.Option(
-        4096, "--max-python-batch", help="Largest batch for Python references."
+        4096,
+        "--max-python-batch",
+        callback=bounds.option(bounds.AT_LEAST_ONE),
+        help="Largest batch for Python references.",
     ),
     plot: str = typer.Option(None, "--plot", help="Write a log-log PNG of SPS vs batch size."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),

@@ -26,6 +26,8 @@ def cost_command(
     if by not in GROUPINGS:
         raise BadInput(f"--by: expected one of {', '.join(GROUPINGS)}, got {by!r}")
     path = Path(ledger) if ledger else default_ledger_path()
+    if ledger and not path.is_file():  # a ledger named on purpose must exist: $0 would mislead
+        raise BadInput(f"--ledger: no ledger at {path}")
     rows: list[SummaryRow] = []
     if path.exists():  # reporting never creates a ledger
         with Ledger(path) as book:

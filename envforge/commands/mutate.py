@@ -9,10 +9,8 @@ import sys
 import typer
 from rich.console import Console
 
-from envforge.errors import BadInput
+from envforge import bounds
 from envforge.locate import spec_for_name
-from envforge.mutate.campaign import run_campaign
-from envforge.mutate.workspace import resolve_target
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_levels, parse_seed_sweep
 
@@ -31,8 +29,18 @@ def mutate_command(
         None, "--mutant", help="Run only these mutant ids (repeatable), e.g. compare:133:1."
     ),
     levels: str = typer.Option("0-3", "--levels", help="Verifier levels, e.g. 0-3."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the sample and of the verifier."),
-    scale: float = typer.Option(1.0, "--scale", help="Verifier effort per mutant (0.2 = quick)."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        callback=bounds.option(bounds.SEED),
+        help="Seed of the sample and of the verifier.",
+    ),
+    scale: float = typer.Option(
+        1.0,
+        "--scale",
+        callback=bounds.option(bounds.SCALE),
+        help="Verifier effort per mutant (0.2 = quick).",
+    ),
     seed_sweep: str = typer.Option(
         None, "--seed-sweep", help="Verifier L1 reset sweep size (N, 2^k or full); see verify."
     ),
@@ -40,7 +48,10 @@ def mutate_command(
         0, "--jobs", min=0, help="Mutants verified at once (0 = one per CPU core)."
     ),
     time_limit: float = typer.Option(
-        900.0, "--time-limit", help="Seconds one mutant's verify may take before it is stopped."
+        900.0,
+        "--time-limit",
+        callback=bounds.option(bounds.SECONDS),
+        help="Seconds one mutant's verify may take before it is stopped.",
     ),
     no_differential: bool = typer.Option(
         False, "--no-differential", help="Skip the differential test (no triage/localization)."
@@ -49,11 +60,13 @@ def mutate_command(
     out: str = typer.Option(None, "--out", help="Also write the JSON report to this file."),
 ) -> None:
     """Verify semantic mutants of a port; report kill rate per level, survivors, localization."""
+    # here, not at the top: scipy's import would slow every other command's start by a second
+    from envforge.mutate.campaign import run_campaign
+    from envforge.mutate.workspace import resolve_target
+
     spec = spec_for_name(env)
     resolved = resolve_target(spec, side, target, port)
     level_list = parse_levels(levels)
-    if scale <= 0:
-        raise BadInput(f"--scale: expected a positive number, got {scale}")
     options = VerifyOptions(
         seed=seed,
         scale=scale,

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from envforge import bounds
 from envforge.backends.recipe import open_driver, port_kind, port_recipe
 from envforge.errors import BadInput
 from envforge.locate import spec_for_name
@@ -41,17 +42,28 @@ def train_command(
     env: str = typer.Option(None, "--env", help="Env name (default: inferred from the port path)."),
     spec: str = typer.Option(None, "--spec", help="env.toml to take [l4] hyperparameters from."),
     timesteps: int = typer.Option(
-        None, "--timesteps", help="Env steps per seed (default: spec [l4])."
+        None,
+        "--timesteps",
+        callback=bounds.option(bounds.AT_LEAST_ONE),
+        help="Env steps per seed (default: spec [l4]).",
     ),
     seeds: int = typer.Option(
-        None, "--seeds", help="Training seeds, vmapped (default: spec [l4])."
+        None,
+        "--seeds",
+        callback=bounds.option(bounds.AT_LEAST_ONE),
+        help="Training seeds, vmapped (default: spec [l4]).",
     ),
-    seed: int = typer.Option(0, "--seed", help="Random seed of the run."),
+    seed: int = typer.Option(
+        0, "--seed", callback=bounds.option(bounds.SEED), help="Random seed of the run."
+    ),
     out: str = typer.Option(
         None, "--out", help="Where to save the policy (default runs/<env>/policy.npz)."
     ),
     eval_episodes: int = typer.Option(
-        8, "--eval-episodes", help="Greedy episodes per seed on the port afterwards (0: skip)."
+        8,
+        "--eval-episodes",
+        callback=bounds.option(bounds.NON_NEGATIVE),
+        help="Greedy episodes per seed on the port afterwards (0: skip).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:

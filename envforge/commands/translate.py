@@ -13,8 +13,10 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
 
+from envforge import bounds
 from envforge.agents.loop import AgentLimits
 from envforge.agents.select import ModelOptions
+from envforge.backends.reference_check import check_reference
 from envforge.cost.prices import price_from_options
 from envforge.errors import BadInput
 from envforge.locate import spec_for_reference
@@ -33,9 +35,7 @@ def _budget(text: str) -> Decimal | None:
         value = Decimal(text)
     except InvalidOperation:
         raise BadInput(f"--budget-usd: expected a number of dollars, got {text!r}") from None
-    if value <= 0:
-        raise BadInput("--budget-usd must be positive")
-    return value
+    return bounds.check("--budget-usd", value, bounds.USD)
 
 
 def translate_command(
@@ -52,12 +52,28 @@ def translate_command(
         "2", "--budget-usd", help="Most this job may spend (USD); 'none' for no limit."
     ),
     max_iters: int = typer.Option(
-        20, "--max-iters", help="Agent episodes: the translation plus repairs."
+        20,
+        "--max-iters",
+        callback=bounds.option(bounds.AT_LEAST_ONE),
+        help="Agent episodes: the translation plus repairs.",
     ),
-    max_steps: int = typer.Option(40, "--max-steps", help="Model calls per episode."),
-    max_tokens: int = typer.Option(16000, "--max-tokens", help="Output tokens per model call."),
+    max_steps: int = typer.Option(
+        40,
+        "--max-steps",
+        callback=bounds.option(bounds.AT_LEAST_ONE),
+        help="Model calls per episode.",
+    ),
+    max_tokens: int = typer.Option(
+        16000,
+        "--max-tokens",
+        callback=bounds.option(bounds.AT_LEAST_ONE),
+        help="Output tokens per model call.",
+    ),
     max_minutes: float = typer.Option(
-        None, "--max-minutes", help="Wall-clock limit of the whole run."
+        None,
+        "--max-minutes",
+        callback=bounds.option(bounds.MINUTES),
+        help="Wall-clock limit of the whole run.",
     ),
     out: Path = typer.Option(
         None, "--out", help="Where the final port lands (default generated/<env>/<target>-agent)."
@@ -72,8 +88,18 @@ def translate_command(
     l4: bool = typer.Option(
         False, "--l4", help="Also require L4 policy transfer (after L0–L3 pass)."
     ),
-    scale: float = typer.Option(1.0, "--scale", help="Verifier example/episode counts scale."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the verifier's random choices."),
+    scale: float = typer.Option(
+        1.0,
+        "--scale",
+        callback=bounds.option(bounds.SCALE),
+        help="Verifier example/episode counts scale.",
+    ),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        callback=bounds.option(bounds.SEED),
+        help="Seed of the verifier's random choices.",
+    ),
     job: str = typer.Option(
         None, "--job", help="Ledger job name; reuse it to share a budget across runs."
     ),
@@ -81,21 +107,34 @@ def translate_command(
         None, "--ledger", help="Cost ledger (default $ENVFORGE_LEDGER or .envforge/ledger.sqlite)."
     ),
     price_in: float = typer.Option(
-        None, "--price-in", help="USD per million input tokens (for models without a listed price)."
+        None,
+        "--price-in",
+        callback=bounds.option(bounds.USD_PER_MTOK),
+        help="USD per million input tokens (for models without a listed price).",
     ),
-    price_out: float = typer.Option(None, "--price-out", help="USD per million output tokens."),
+    price_out: float = typer.Option(
+        None,
+        "--price-out",
+        callback=bounds.option(bounds.USD_PER_MTOK),
+        help="USD per million output tokens.",
+    ),
     price_cache_read: float = typer.Option(
         None,
         "--price-cache-read",
+        callback=bounds.option(bounds.USD_PER_MTOK),
         help="USD per million cached input tokens (default: --price-in).",
     ),
     price_cache_write: float = typer.Option(
         None,
         "--price-cache-write",
+        callback=bounds.option(bounds.USD_PER_MTOK),
         help="USD per million cache-write tokens (default: --price-in).",
     ),
     optimize: int = typer.Option(
-        0, "--optimize", help="Speed-up episodes after the port verifies (JAX)."
+        0,
+        "--optimize",
+        callback=bounds.option(bounds.NON_NEGATIVE),
+        help="Speed-up episodes after the port verifies (JAX).",
     ),
     record: Path = typer.Option(
         None, "--record", help="Record every model call to this cassette (JSONL)."
@@ -108,6 +147,7 @@ def translate_command(
     Exit 0 verified, 1 not verified (limits, budget, provider failure), 2 bad input.
     """
     env_spec = spec_for_reference(ref, spec)
+    check_reference(env_spec)  # before any model call: a broken reference fails every verify
     sandbox_choice = choose_sandbox(sandbox)
     required = tuple(lv for lv in parse_levels(levels) if lv < 4)
     if not required:

@@ -10,10 +10,13 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from envforge import bounds
+from envforge.backends.reference_check import check_reference
+from envforge.errors import BadInput, BrokenReference
 from envforge.external.next_prompt import PACKAGE_ROOT, next_repair_prompt
 from envforge.locate import default_port, spec_for_name, spec_for_reference
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
-from envforge.spec import EnvSpec
+from envforge.spec import EnvSpec, load_spec
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_levels, parse_seed_sweep, verify
 from envforge.verify.selfcheck_cache import cached_or_run
@@ -35,12 +38,27 @@ def verify_command(
     all_levels: bool = typer.Option(
         False, "--all-levels", help="Run every level even after a failure."
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the verifier's own random choices."),
-    scale: float = typer.Option(1.0, "--scale", help="Scale example/episode counts (0.2 = quick)."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        callback=bounds.option(bounds.SEED),
+        help="Seed of the verifier's own random choices.",
+    ),
+    scale: float = typer.Option(
+        1.0,
+        "--scale",
+        callback=bounds.option(bounds.SCALE),
+        help="Scale example/episode counts (0.2 = quick).",
+    ),
     strict: bool = typer.Option(
         None, "--strict/--fast", help="Strict float (no FMA) or fast mode; default from spec."
     ),
-    timeout: float = typer.Option(None, "--timeout", help="Seconds one driver call may take."),
+    timeout: float = typer.Option(
+        None,
+        "--timeout",
+        callback=bounds.option(bounds.SECONDS),
+        help="Seconds one driver call may take.",
+    ),
     no_isolate: bool = typer.Option(
         False, "--no-isolate", help="Run drivers in this process (debugging)."
     ),
@@ -78,15 +96,20 @@ def verify_command(
     ),
 ) -> None:
     """Verify a port against its reference, level by level. Exit 0 equivalent, 1 not, 2 bad input."""
-    if env is not None:
-        env_spec = spec_for_reference(ref, spec) if ref else spec_for_name(env)
-    elif ref is not None:
+    if ref is not None:
         env_spec = spec_for_reference(ref, spec)
+    elif spec is not None:
+        env_spec = load_spec(spec)
+    elif env is not None:
+        env_spec = spec_for_name(env)
     else:
-        from envforge.errors import BadInput
-
         raise BadInput("name an env (envforge verify pong) or pass --ref")
+    if env is not None and env != env_spec.name:
+        raise BadInput(f"env {env!r} is not the env of the spec in use ({env_spec.name!r})")
+    check_reference(env_spec)  # a broken reference is refused before any self-check or build
     port_path = port if port else str(default_port(env_spec, target))
+    if not Path(port_path).exists():
+        raise BadInput(f"port not found: {port_path}")
     sandbox_choice = choose_sandbox(sandbox)
     options = VerifyOptions(
         seed=seed,
@@ -100,21 +123,28 @@ def verify_command(
         seed_sweep=parse_seed_sweep(seed_sweep) if seed_sweep is not None else None,
         coverage=coverage,
     )
+    level_list = parse_levels(levels)
+    # on bad input stderr carries exactly one line: the sandbox line goes to stdout when the
+    # report does, else into the JSON
     console = Console(stderr=as_json or repair_prompt)
     if self_check:
         _spec_self_check(env_spec, console, as_json)
-    console.print(f"[dim]{sandbox_choice.line()}[/dim]")
+    if not (as_json or repair_prompt):
+        console.print(f"[dim]{sandbox_choice.line()}[/dim]")
     with console.status(f"verifying {env_spec.name}") as status:
         report = verify(
             env_spec,
             port_path,
-            parse_levels(levels),
+            level_list,
             options,
             progress=lambda msg: status.update(f"verifying {env_spec.name}: {msg}"),
         )
     if as_json:
-        print(json.dumps(report.to_dict(), indent=2), file=sys.stderr if repair_prompt else None)
-    else:
+        report_json = {**report.to_dict(), "sandbox": sandbox_choice.line()}
+        print(json.dumps(report_json, indent=2), file=sys.stderr if repair_prompt else None)
+    if report.reference_error is not None:  # no verdict about the port: bad input, exit 2
+        raise BrokenReference(f"reference error: {report.reference_error}")
+    if not as_json:
         report.render(console)
     if repair_prompt:
         rerun = verify_as or rerun_command(env, ref, spec, port, target)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from envforge import bounds
 from envforge.agents.messages import Usage
 from envforge.errors import BadInput
 
@@ -66,10 +67,13 @@ class Price:
 def _decimal(value: Any, where: str) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise BadInput(f"{where}: expected a number of USD per million tokens, got {value!r}")
-    rate = Decimal(str(value))
-    if rate < 0:
-        raise BadInput(f"{where}: a price cannot be negative ({value})")
-    return rate
+    try:
+        rate = Decimal(str(value))
+    except InvalidOperation:
+        raise BadInput(
+            f"{where}: expected a number of USD per million tokens, got {value!r}"
+        ) from None
+    return bounds.check(where, rate, bounds.USD_PER_MTOK)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from envforge.agents.messages import Usage, user
 from envforge.agents.model import ModelError
 from envforge.agents.tools import WorkspaceTools
 from envforge.cost.meter import Meter
-from envforge.errors import BadInput
+from envforge.errors import BadInput, BrokenReference
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import reference_sources
 from envforge.repair.throughput import Throughput, measure_isolated
@@ -175,8 +175,12 @@ class RepairLoop:
             return None, Finding(level=0, check="missing_port", message=missing)
         try:
             report = self.verifier(self.spec, self.ws.port_dir, levels, self.config.verify)
+        except BrokenReference:
+            raise  # no port can be repaired against a broken reference
         except BadInput as e:
             return None, Finding(level=0, check="missing_port", message=str(e))
+        if report.reference_error is not None:
+            raise BrokenReference(f"reference error: {report.reference_error}")
         if report.passed:
             return report, None
         finding = report.first_finding()

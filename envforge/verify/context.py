@@ -7,7 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from envforge import bounds
 from envforge.backends.base import Driver, State, Transition, take_state
+from envforge.bounds import check, check_optional
 from envforge.spec import EnvSpec
 from envforge.verify.compare import Diff, compare_states
 from envforge.verify.findings import Finding, to_jsonable
@@ -31,6 +33,13 @@ class VerifyOptions:
     """Where the port's driver runs: "process", "docker", or None/"none" (a plain child process)."""
     coverage: bool = True
     """Measure the reference's line (C: and branch) coverage at L1-L3 (``backends/coverage.py``)."""
+
+    def __post_init__(self) -> None:
+        # the same rules as the command line's and the manifest's (envforge/bounds.py)
+        check("seed", self.seed, bounds.SEED)
+        check("scale", self.scale, bounds.SCALE)
+        check_optional("timeout", self.timeout_s, bounds.SECONDS)
+        check_optional("seed_sweep", self.seed_sweep, bounds.SEED_SWEEP)
 
 
 @dataclass

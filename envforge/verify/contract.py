@@ -225,8 +225,10 @@ def run(ctx: VerifyContext) -> LevelResult:
             return LevelResult(
                 0,
                 "error",
-                "the reference breaks the contract (spec or reference is wrong)",
+                "the reference breaks the contract (spec or reference is wrong): "
+                f"{checker.findings[0].check}: {checker.findings[0].message}",
                 checker.findings,
+                reference_failed=True,
             )
         findings.extend(checker.findings)
     if findings:

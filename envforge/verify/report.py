@@ -12,6 +12,8 @@ from envforge.backends.coverage import LineCoverage, merge_all
 from envforge.verify.findings import LEVEL_NAMES, Finding, to_jsonable
 
 STATUSES = ("pass", "fail", "error", "inconclusive", "skipped")
+REFERENCE_ERROR = "reference error"
+"""The verdict when the reference could not be built or run: it says nothing about the port."""
 
 
 @dataclass
@@ -27,6 +29,8 @@ class LevelResult:
     for agents: a replayed run must see the same text. Empty: ``summary`` has nothing such."""
     coverage: list[LineCoverage] | None = None
     """The reference's lines (C: and branches) this level executed, per source file."""
+    reference_failed: bool = False
+    """The reference (not the port) failed here: the report's verdict is "reference error"."""
 
     @property
     def name(self) -> str:
@@ -53,6 +57,7 @@ class LevelResult:
             "status": self.status,
             "summary": self.summary,
             "wall_s": round(self.wall_s, 3),
+            "reference_failed": self.reference_failed,
             "stats": to_jsonable(self.stats),
             "findings": [f.to_dict() for f in self.findings],
             "reference_coverage": None
@@ -71,6 +76,8 @@ class Report:
 
     @property
     def verdict(self) -> str:
+        if self.reference_error is not None:
+            return REFERENCE_ERROR
         statuses = {lv.level: lv.status for lv in self.levels}
         if all(statuses.get(n) == "pass" for n in self.requested):
             return "equivalent"
@@ -85,7 +92,18 @@ class Report:
         return self.verdict == "equivalent"
 
     @property
+    def reference_error(self) -> str | None:
+        """What went wrong with the reference, in one line; None when it worked throughout."""
+        for lv in self.levels:
+            if lv.reference_failed:
+                return lv.summary
+        return None
+
+    @property
     def exit_code(self) -> int:
+        """0 equivalent; 1 a verdict against the port; 2 the reference is broken (bad input)."""
+        if self.reference_error is not None:
+            return 2
         return 0 if self.passed else 1
 
     @property

@@ -10,7 +10,7 @@ from pathlib import Path
 from envforge.backends.base import Driver
 from envforge.backends.coverage import LineCoverage
 from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
-from envforge.errors import BadInput, DriverFailure
+from envforge.errors import BadInput, BrokenReference, DriverFailure
 from envforge.sandbox.select import open_sandbox
 from envforge.spec import EnvSpec
 from envforge.verify.checked import CheckedDriver
@@ -150,8 +150,12 @@ def verify(
     options = options or VerifyOptions()
     levels = levels or [0, 1, 2, 3]
     port = Path(port)
-    pair = DriverPair(spec, port, options)
     report = Report(env=spec.name, reference=spec.reference, port=str(port), requested=levels)
+    try:
+        pair = DriverPair(spec, port, options)
+    except BrokenReference as exc:  # found before anything was built
+        report.levels.append(reference_failed(levels[0], "build", str(exc)))
+        return report
     try:
         for level in levels:
             if progress:
@@ -170,14 +174,54 @@ def verify(
                     result.stats["coverage_error"] = coverage_note
             except DriverFailure as exc:
                 pair.drop(exc.side)
-                status = "fail" if exc.check == "contract" else "error"
-                result = LevelResult(
-                    level, status, f"{exc.side} failed: {exc}", [failure_finding(level, exc)]
-                )
+                if exc.side == "reference":
+                    result = reference_failed(level, exc.call, exc.message, exc)
+                else:
+                    status = "fail" if exc.check == "contract" else "error"
+                    result = LevelResult(
+                        level, status, f"{exc.side} failed: {exc}", [failure_finding(level, exc)]
+                    )
             result.wall_s = time.perf_counter() - start
             report.levels.append(result)
+            if result.reference_failed:  # nothing can be compared with a broken reference
+                break
             if result.status != "pass" and not options.all_levels:
                 break
     finally:
         pair.close()
     return report
+
+
+def reference_failed(
+    level: int, call: str, message: str, exc: DriverFailure | None = None
+) -> LevelResult:
+    """The level's result when the reference itself failed: an error that blames no port."""
+    finding = (
+        failure_finding(level, exc)
+        if exc is not None
+        else Finding(
+            level=level,
+            check="reference",
+            message=message,
+            extra={"side": "reference", "call": call},
+        )
+    )
+    return LevelResult(
+        level,
+        "error",
+        f"reference {call}: {first_line(message)}",
+        [finding],
+        reference_failed=True,
+    )
+
+
+def first_line(message: str, limit: int = 300) -> str:
+    """One line for a person: the message's first line, and the first line of tool output
+    under it that says "error" (a compiler's first diagnostic) when there is one."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return "(no message)"
+    text = lines[0]
+    if len(lines) > 1:
+        text += " " + next((line for line in lines[1:] if "error" in line.lower()), lines[1])
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,90 @@
+"""Cheap checks of a reference before any child process, compiler or JIT starts.
+
+What a reference's own build would find late, and report from inside a child process, is
+found here in the verifier's process in milliseconds: a missing, empty, binary or non-UTF-8
+source, a C struct the backend cannot lay out (pointer or unsupported members), struct members
+the spec names but the struct lacks, no C compiler, a gymnasium id that is not registered.
+Each is a :class:`BrokenReference` naming the file and the problem in one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from envforge.errors import BadInput, BrokenReference
+from envforge.spec import EnvSpec
+
+
+def check_reference(spec: EnvSpec) -> None:
+    """Raise BrokenReference when the spec's reference cannot be what the spec says it is."""
+    kind = spec.reference_kind
+    if kind == "gymnasium":
+        _check_gymnasium_id(spec.reference.split(":", 1)[1])
+        return
+    path = spec.reference_path()
+    if path is None:
+        return
+    source = read_source(path)
+    if kind == "c":
+        _check_c(spec, source)
+    elif kind == "python":
+        name = spec.reference.rsplit(":", 1)[1]
+        if not name.isidentifier():
+            raise BrokenReference(f"{spec.reference}: {name!r} is not a Python class name")
+
+
+def read_source(path: Path) -> str:
+    """The text of a reference source file: a regular, non-empty, UTF-8 file."""
+    if not path.exists():
+        raise BrokenReference(f"reference file not found: {path}")
+    if not path.is_file():
+        raise BrokenReference(f"reference {path} is not a regular file")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise BrokenReference(f"cannot read reference {path}: {e.strerror}") from None
+    if not data.strip():
+        raise BrokenReference(f"reference {path} is empty")
+    if b"\0" in data:
+        raise BrokenReference(f"reference {path} is a binary file, not source code")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BrokenReference(
+            f"reference {path} is not UTF-8 text (byte {e.start}: 0x{data[e.start]:02x})"
+        ) from None
+
+
+def _check_c(spec: EnvSpec, source: str) -> None:
+    from envforge.backends.c import parse_struct
+    from envforge.backends.cc import c_compiler
+
+    assert spec.c is not None  # the spec loader requires a [c] table for a C reference
+    try:
+        members = parse_struct(source, spec.c.struct)
+    except BadInput as e:
+        raise BrokenReference(f"{spec.reference_path()}: {e}") from None
+    names = {name for name, _, _ in members}
+    missing = [f.c_field or f.name for f in spec.state if (f.c_field or f.name) not in names]
+    if missing:
+        raise BrokenReference(
+            f"{spec.reference_path()}: struct {spec.c.struct} has no member(s) "
+            f"{', '.join(missing)} that the spec's state names"
+        )
+    for extra in spec.c.sources:
+        read_source(spec.root / extra)
+    if c_compiler() is None:
+        raise BadInput("no C compiler found (install cc/gcc or set CC)")
+
+
+def _check_gymnasium_id(env_id: str) -> None:
+    if ":" in env_id:  # "module:Id" registers on import: the child's gymnasium.make finds out
+        return
+    try:
+        import gymnasium
+    except ImportError:
+        raise BadInput("gymnasium references need gymnasium installed") from None
+    try:
+        gymnasium.spec(env_id)
+    except gymnasium.error.Error as e:
+        raise BrokenReference(f"gymnasium:{env_id}: {e}") from None
