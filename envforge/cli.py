@@ -45,7 +45,7 @@ def main() -> None:
     """Console entry point. Exit codes: 0 done/equivalent, 1 a real verdict (not equivalent,
     not verified), 2 bad input (one line on stderr, never a traceback), 130 interrupted."""
     try:
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name="envforge")
     except EnvforgeError as e:  # BadInput and every other error raised on purpose
         _fail(str(e))
     except UsageError as e:  # click's parsing: unknown option, bad value, no command

@@ -34,6 +34,7 @@ from envforge.batch.plan import plan_jobs
 from envforge.batch.report import BatchReport, to_markdown
 from envforge.batch.runner import best_level, final_steps_per_second
 from envforge.batch.store import BatchStore, JobKey
+from envforge.cost.budget import BudgetExceeded, worst_case_cost
 from envforge.cost.ledger import LedgerEntry
 from envforge.cost.prices import user_price
 from envforge.errors import BadInput
@@ -386,6 +387,35 @@ model = "scripted:talk.json"
     assert report.spent_usd == Decimal("0.015")
     loser = next(row for row in report.rows if row.state == "budget-exhausted")
     assert loser.message is not None and loser.message.startswith("batch budget $0.02")
+
+
+@pytest.mark.parametrize("scope", ["batch", "job"])
+def test_calls_billing_over_their_estimate_never_take_a_budget_past_the_first_overrun(
+    tmp_path: Path, scope: str
+) -> None:
+    """A provider that bills 200 k input tokens for a short request ($0.60 at $3/M) against
+    a $1.00 budget: the first call's bill outruns its reservation (a 3-characters-per-token
+    estimate of a few hundred characters); reconciled before the next call, the second is
+    refused. Without reconciliation the second is granted too and the job spends $1.20."""
+    huge = {"input_tokens": 200_000, "output_tokens": 10}
+    script = tmp_path / "billing.json"
+    script.write_text(json.dumps([_say(f"reply {i}", huge) for i in range(1, 5)]))
+    price = user_price("3", "15")
+    limit = Decimal("1.00")
+    with BatchStore(tmp_path / "b.sqlite") as store:
+        store.sync_jobs([JobKey("j", "config", "pong")])
+        total, job_limit = (limit, None) if scope == "batch" else (Decimal(50), limit)
+        gate = Gate(store, total, {"j": job_limit})
+        meter = BatchMeter(ScriptFileModel(script), price, gate, "j", "b/j")
+        request = ModelRequest(system="port pong", messages=(user("go"),), max_tokens=100)
+        assert worst_case_cost(request, price) < Decimal("0.01")  # the estimate undershoots
+        assert meter.complete(request).text == "reply 1"
+        with pytest.raises(BudgetExceeded) as refused:
+            meter.complete(replace(request, messages=(user("go on"),)))
+        spent = sum((s.cost_usd for s in store.spending().values()), Decimal(0))
+    assert spent == Decimal("0.60015") <= limit
+    assert refused.value.limit == limit
+    assert str(refused.value).startswith("batch budget" if scope == "batch" else "budget")
 
 
 # ---- resume mechanics, reports from the CLI, bad input -------------------------------------

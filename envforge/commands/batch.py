@@ -13,6 +13,7 @@ from rich.console import Console
 from envforge import bounds
 from envforge.batch.driver import RunOptions, run_batch
 from envforge.batch.manifest import load_manifest
+from envforge.batch.plan import plan_jobs
 from envforge.batch.report import build_report, show_report, show_status, to_markdown
 from envforge.batch.store import open_existing
 from envforge.errors import BadInput
@@ -57,6 +58,7 @@ def run_command(
         raise BadInput(f"--executor: expected local or ray, got {executor!r}")
     loaded = load_manifest(manifest)
     choice = choose_sandbox(sandbox)
+    plan_jobs(loaded)  # every job's bad input is refused before a line reaches stderr
     Console(stderr=True).print(f"[dim]{choice.line()}[/dim]")
     options = RunOptions(workers=workers, executor=executor, address=address, sandbox=choice.kind)  # type: ignore[arg-type]
     try:

@@ -44,3 +44,13 @@ class Budget:
     def check(self, spent: Decimal, worst_case: Decimal) -> None:
         if self.limit_usd is not None and spent + worst_case > self.limit_usd:
             raise BudgetExceeded(self.limit_usd, spent, worst_case)
+
+
+def corrected_factor(factor: Decimal, reserved: Decimal, billed: Decimal) -> Decimal:
+    """Reconciliation after a call: ``reserved`` was ``factor`` times the call's estimated worst
+    case and ``billed`` is what the provider charged. When the bill ran over, the factor later
+    estimates are multiplied by so that this call would have been covered (never lowered: an
+    estimate that undershot once may undershoot again)."""
+    if reserved <= 0 or billed <= reserved:
+        return factor
+    return factor * billed / reserved

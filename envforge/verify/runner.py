@@ -196,16 +196,19 @@ def reference_failed(
     level: int, call: str, message: str, exc: DriverFailure | None = None
 ) -> LevelResult:
     """The level's result when the reference itself failed: an error that blames no port."""
-    finding = (
-        failure_finding(level, exc)
-        if exc is not None
-        else Finding(
+    if exc is not None:
+        finding = failure_finding(level, exc)
+    else:
+        finding = Finding(
             level=level,
             check="reference",
             message=message,
             extra={"side": "reference", "call": call},
         )
-    )
+    if call == "build":
+        # what the build said (a compiler's output) is the detail; envforge's own stack in the
+        # child that ran it is not (a reference's own stack in reset/step is kept: it is theirs)
+        finding.detail = message[-2000:] if "\n" in message else ""
     return LevelResult(
         level,
         "error",
