@@ -16,6 +16,10 @@ class BrokenReference(BadInput):
     a port compared with it: verify's outcome is "reference error" (exit code 2), never a
     verdict about the port."""
 
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(f"reference error: {problem}")
+
 
 class SpecError(BadInput):
     """An env.toml is malformed. The message names the file, the key and what was expected."""

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import PONG_PORT, PONG_SPEC, ROOT, apply_patch
 
+from envforge.cli import __file__ as CLI_FILE
+
 
 def envforge(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, COLUMNS="200")
@@ -466,7 +468,7 @@ def test_ctrl_c_during_verify_exits_130() -> None:
     interrupt's code used to be dropped, so Ctrl-C exited 0 as if the port were equivalent)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "envforge.cli", "verify", "pong", "--sandbox", "none"],
-        cwd=ROOT,
+        cwd=Path(CLI_FILE).resolve().parents[1],  # the envforge under test
         env=dict(os.environ, COLUMNS="200"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

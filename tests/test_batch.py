@@ -34,7 +34,7 @@ from envforge.batch.plan import plan_jobs
 from envforge.batch.report import BatchReport, to_markdown
 from envforge.batch.runner import best_level, final_steps_per_second
 from envforge.batch.store import BatchStore, JobKey
-from envforge.cost.budget import BudgetExceeded, worst_case_cost
+from envforge.cost.budget import BudgetExceeded
 from envforge.cost.ledger import LedgerEntry
 from envforge.cost.prices import user_price
 from envforge.errors import BadInput
@@ -389,33 +389,48 @@ model = "scripted:talk.json"
     assert loser.message is not None and loser.message.startswith("batch budget $0.02")
 
 
-@pytest.mark.parametrize("scope", ["batch", "job"])
-def test_calls_billing_over_their_estimate_never_take_a_budget_past_the_first_overrun(
-    tmp_path: Path, scope: str
+def test_a_job_that_outruns_its_estimate_is_reconciled_before_its_next_call(
+    tmp_path: Path,
 ) -> None:
-    """A provider that bills 200 k input tokens for a short request ($0.60 at $3/M) against
-    a $1.00 budget: the first call's bill outruns its reservation (a 3-characters-per-token
-    estimate of a few hundred characters); reconciled before the next call, the second is
-    refused. Without reconciliation the second is granted too and the job spends $1.20."""
-    huge = {"input_tokens": 200_000, "output_tokens": 10}
+    """A provider that bills 40 k output tokens ($0.60 at $15/M) for calls asking at most 100:
+    no estimate of the request can see that coming. The gate reconciles: the next call
+    reserves at least what the last one cost, so the job's $1.00 is not passed (it reached
+    $1.20 when every call reserved only its estimate)."""
+    overbilled = {"input_tokens": 10, "output_tokens": 40_000}
     script = tmp_path / "billing.json"
-    script.write_text(json.dumps([_say(f"reply {i}", huge) for i in range(1, 5)]))
+    script.write_text(json.dumps([_say(f"reply {i}", overbilled) for i in range(1, 4)]))
     price = user_price("3", "15")
-    limit = Decimal("1.00")
+    request = ModelRequest(system="port pong", messages=(user("go"),), max_tokens=100)
     with BatchStore(tmp_path / "b.sqlite") as store:
         store.sync_jobs([JobKey("j", "config", "pong")])
-        total, job_limit = (limit, None) if scope == "batch" else (Decimal(50), limit)
-        gate = Gate(store, total, {"j": job_limit})
+        gate = Gate(store, Decimal(50), {"j": Decimal("1.00")})
         meter = BatchMeter(ScriptFileModel(script), price, gate, "j", "b/j")
-        request = ModelRequest(system="port pong", messages=(user("go"),), max_tokens=100)
-        assert worst_case_cost(request, price) < Decimal("0.01")  # the estimate undershoots
         assert meter.complete(request).text == "reply 1"
-        with pytest.raises(BudgetExceeded) as refused:
+        with pytest.raises(BudgetExceeded, match=r"^budget \$1.00 would be exceeded"):
             meter.complete(replace(request, messages=(user("go on"),)))
+        assert store.spending()["j"].cost_usd == Decimal("0.60003")
+
+
+def test_a_jobs_first_call_reserves_what_other_first_calls_cost(tmp_path: Path) -> None:
+    """Two jobs whose short first requests are billed 200 k input tokens each ($0.60) under a
+    $1.00 batch: the second job's first call has no bill of its own to learn from, so it
+    reserves the largest first call of the batch and is refused, instead of being estimated
+    at 3 characters per token (under a cent) and taking the batch to $1.20."""
+    huge = {"input_tokens": 200_000, "output_tokens": 10}
+    script = tmp_path / "billing.json"
+    script.write_text(json.dumps([_say("hello", huge)]))
+    price = user_price("3", "15")
+    request = ModelRequest(system="port pong", messages=(user("go"),), max_tokens=100)
+    with BatchStore(tmp_path / "b.sqlite") as store:
+        store.sync_jobs([JobKey("a", "config", "pong"), JobKey("b", "config", "pong")])
+        gate = Gate(store, Decimal("1.00"), {"a": None, "b": None})
+        first = BatchMeter(ScriptFileModel(script), price, gate, "a", "b/a")
+        assert first.complete(request).text == "hello"
+        second = BatchMeter(ScriptFileModel(script), price, gate, "b", "b/b")
+        with pytest.raises(BudgetExceeded, match=r"^batch budget \$1.00 would be exceeded"):
+            second.complete(request)
         spent = sum((s.cost_usd for s in store.spending().values()), Decimal(0))
-    assert spent == Decimal("0.60015") <= limit
-    assert refused.value.limit == limit
-    assert str(refused.value).startswith("batch budget" if scope == "batch" else "budget")
+    assert spent == Decimal("0.60015") <= Decimal("1.00")
 
 
 # ---- resume mechanics, reports from the CLI, bad input -------------------------------------
@@ -479,7 +494,7 @@ def test_a_second_driver_for_the_same_batch_is_refused(tmp_path: Path) -> None:
         (("total_budget_usd = 5", ""), "key 'batch.total_budget_usd': expected a value"),
         (("max_iters = 3", "max_iter = 3"), "key 'job[fixed].max_iter': expected no such key"),
         (('levels = "0"', 'levels = "0-9"'), "key 'job[fixed].levels': expected levels like"),
-        (("max_iters = 2", "max_iters = 0"), "'job[stuck].max_iters': expected greater than"),
+        (("max_iters = 2", "max_iters = 0"), "'job[stuck].max_iters': expected an integer >= 1"),
         (('name = "flaky"', 'name = "fixed"'), "key 'job[fixed].name': expected a name no"),
         (('"scripted:tight.json"', '"gpt-5"'), "job tight: unknown model 'gpt-5'"),
         (("price_out = 15", ""), "expected price_in and price_out together"),

@@ -8,12 +8,12 @@ serialized by SQLite's write lock, so together they can never overspend. After t
 its ledger row and its call-log entry are written and the reservation released in one
 transaction: a kill at any moment leaves either all of it or none of it.
 
-The worst case is an estimate (input tokens from characters): a provider can bill more. The
-same transaction reconciles: when a bill exceeds its reservation, the batch's estimate factor
-is raised so that bill would have fit, and every later reservation is its estimate times that
-factor, so the next call is checked against what calls have really cost. Spending can then
-pass a budget only by the overrun of calls already in flight when it was learned: at most
-one call per worker (docs/BATCH.md).
+The worst case is an estimate and a provider can bill more than it. So the reservation is
+reconciled with what was really billed before each call: it is at least the bill of the most
+similar call already made, the job's previous call (requests grow through an episode), or for
+a job's first call the largest first call of any job in the batch. A bill that outruns even
+that can take spending past a budget by that one call's overrun (one per worker in flight);
+the next call is then refused. See "One budget" in docs/BATCH.md.
 
 Only the driver process owns a Gate. Local workers call it directly; Ray workers reach it
 through a relay actor (see ``ray_executor``), so nothing writes SQLite over a network.
@@ -28,7 +28,7 @@ from decimal import Decimal
 from typing import Protocol
 
 from envforge.batch.store import BatchStore, JobOutcome, LoggedCall
-from envforge.cost.budget import Budget, BudgetExceeded, corrected_factor
+from envforge.cost.budget import Budget, BudgetExceeded, reconciled_worst_case
 from envforge.cost.ledger import LedgerEntry
 
 
@@ -123,8 +123,10 @@ class Gate:
 
     def reserve(self, job: str, worst_case: Decimal) -> Grant | Refusal:
         with self.store.transaction() as tx:
-            # estimates that bills have outrun before are scaled up by how far they ran over
-            worst_case = worst_case * tx.estimate_factor()
+            seen = tx.last_bill(job)
+            if seen is None:
+                seen = tx.largest_first_bill()
+            worst_case = reconciled_worst_case(worst_case, seen)
             job_spent = tx.spent(job) + tx.reserved(job)
             refusal = _refusal("job", Budget(self.job_budgets.get(job)), job_spent, worst_case)
             if refusal is None:
@@ -138,12 +140,7 @@ class Gate:
         job = record.entry.job
         with self.store.transaction() as tx:
             tx.log_call(record.seq, record.digest, record.response, record.entry)
-            reserved = tx.release(reservation)
-            # reconcile before the next call: a bill over its reservation raises the factor
-            factor = tx.estimate_factor()
-            corrected = corrected_factor(factor, reserved, record.entry.cost_usd)
-            if corrected != factor:
-                tx.set_estimate_factor(corrected)
+            tx.release(reservation)
             if job in self._started:
                 tx.set_wall(job, self._wall(job))
         with self._lock:

@@ -2,9 +2,8 @@
 
 Tables: ``jobs`` (state and outcome of each job), ``calls`` (the cost ledger, the same schema
 as ``envforge cost`` reads), ``call_log`` (each call's request digest and response, so a resumed
-job replays instead of paying again), ``reservations`` (worst-case costs of calls in flight),
-``estimate_factor`` (how far bills have run over their reservations, see ``gate.py``) and
-``memo`` (verification reports and throughput measurements, by content).
+job replays instead of paying again), ``reservations`` (worst-case costs of calls in flight)
+and ``memo`` (verification reports and throughput measurements, by content).
 
 Every write that must be atomic happens inside :meth:`BatchStore.transaction`, which takes
 SQLite's write lock up front (``BEGIN IMMEDIATE``), so threads and processes sharing the file
@@ -63,10 +62,6 @@ CREATE TABLE IF NOT EXISTS reservations (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     job TEXT NOT NULL,
     amount_usd TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS estimate_factor (
-    scope TEXT PRIMARY KEY,
-    factor TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS memo (
     kind TEXT NOT NULL,
@@ -168,24 +163,20 @@ class Tx:
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
-    def release(self, reservation: int) -> Decimal:
-        """Drop a reservation; returns the amount it held (0 when it was already gone)."""
-        row = self.db.execute(
-            "SELECT amount_usd FROM reservations WHERE id = ?", (reservation,)
-        ).fetchone()
+    def release(self, reservation: int) -> None:
         self.db.execute("DELETE FROM reservations WHERE id = ?", (reservation,))
-        return Decimal(row[0]) if row else Decimal(0)
 
-    def estimate_factor(self) -> Decimal:
-        """What worst-case estimates are multiplied by before they are reserved (>= 1)."""
-        row = self.db.execute("SELECT factor FROM estimate_factor WHERE scope = 'batch'").fetchone()
-        return Decimal(row[0]) if row else Decimal(1)
+    def last_bill(self, job: str) -> Decimal | None:
+        """What the job's latest logged call cost (None before its first)."""
+        row = self.db.execute(
+            "SELECT cost_usd FROM call_log WHERE job = ? ORDER BY seq DESC LIMIT 1", (job,)
+        ).fetchone()
+        return None if row is None else Decimal(row[0])
 
-    def set_estimate_factor(self, factor: Decimal) -> None:
-        self.db.execute(
-            "INSERT OR REPLACE INTO estimate_factor (scope, factor) VALUES ('batch', ?)",
-            (str(factor),),
-        )
+    def largest_first_bill(self) -> Decimal | None:
+        """The most any job's first call cost (None before any call was logged)."""
+        rows = self.db.execute("SELECT cost_usd FROM call_log WHERE seq = 1").fetchall()
+        return max((Decimal(r[0]) for r in rows), default=None)
 
     def log_call(self, seq: int, digest: str, response: str, entry: LedgerEntry) -> None:
         insert_entry(self.db, entry)

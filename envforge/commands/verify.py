@@ -143,7 +143,7 @@ def verify_command(
         report_json = {**report.to_dict(), "sandbox": sandbox_choice.line()}
         print(json.dumps(report_json, indent=2), file=sys.stderr if repair_prompt else None)
     if report.reference_error is not None:  # no verdict about the port: bad input, exit 2
-        raise BrokenReference(f"reference error: {report.reference_error}")
+        raise BrokenReference(report.reference_error)
     if not as_json:
         report.render(console)
     if repair_prompt:

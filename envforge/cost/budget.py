@@ -46,11 +46,8 @@ class Budget:
             raise BudgetExceeded(self.limit_usd, spent, worst_case)
 
 
-def corrected_factor(factor: Decimal, reserved: Decimal, billed: Decimal) -> Decimal:
-    """Reconciliation after a call: ``reserved`` was ``factor`` times the call's estimated worst
-    case and ``billed`` is what the provider charged. When the bill ran over, the factor later
-    estimates are multiplied by so that this call would have been covered (never lowered: an
-    estimate that undershot once may undershoot again)."""
-    if reserved <= 0 or billed <= reserved:
-        return factor
-    return factor * billed / reserved
+def reconciled_worst_case(estimate: Decimal, billed_before: Decimal | None) -> Decimal:
+    """A call's worst case, reconciled with billed usage: never less than what the provider
+    billed for the most similar call already made (an estimate can undershoot a real bill;
+    a bill cannot)."""
+    return estimate if billed_before is None else max(estimate, billed_before)

@@ -180,7 +180,7 @@ class RepairLoop:
         except BadInput as e:
             return None, Finding(level=0, check="missing_port", message=str(e))
         if report.reference_error is not None:
-            raise BrokenReference(f"reference error: {report.reference_error}")
+            raise BrokenReference(report.reference_error)
         if report.passed:
             return report, None
         finding = report.first_finding()

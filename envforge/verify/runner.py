@@ -154,7 +154,7 @@ def verify(
     try:
         pair = DriverPair(spec, port, options)
     except BrokenReference as exc:  # found before anything was built
-        report.levels.append(reference_failed(levels[0], "build", str(exc)))
+        report.levels.append(reference_failed(levels[0], "build", exc.problem))
         return report
     try:
         for level in levels:
@@ -212,7 +212,7 @@ def reference_failed(
     return LevelResult(
         level,
         "error",
-        f"reference {call}: {first_line(message)}",
+        f"the reference failed in {call}: {first_line(message)}",
         [finding],
         reference_failed=True,
     )
