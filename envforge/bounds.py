@@ -73,7 +73,7 @@ POSITIVE = Rule("a finite number > 0", above=0)
 def check(name: str, value: N, rule: Rule) -> N:
     """``value`` if the rule allows it; else BadInput ``<name>: expected ..., got ...``."""
     if not rule.allows(value):
-        raise BadInput(f"{name}: expected {rule.expected}, got {value!r}")
+        raise BadInput(f"{name}: expected {rule.expected}, got {value}")
     return value
 
 

@@ -61,7 +61,7 @@ def test_unknown_prices_need_the_user(tmp_path: Path) -> None:
     assert local is not None and local.cost(Usage(10**6, 10**6, 10**6, 10**6)) == 0
     with pytest.raises(BadInput, match="both"):
         price_from_options(1.0, None)
-    with pytest.raises(BadInput, match="negative"):
+    with pytest.raises(BadInput, match="expected a finite number of USD per million tokens >= 0"):
         user_price(-1, 1)
     broken = tmp_path / "prices.toml"
     broken.write_text('version = "x"\n[models.m]\ninput = 1\noutput = 2\n')
@@ -189,7 +189,9 @@ def test_cost_command_reports_by_job_model_and_day(tmp_path: Path) -> None:
         )
     runner = CliRunner()
     nothing = runner.invoke(app, ["cost", "--ledger", str(tmp_path / "none.sqlite"), "--json"])
-    assert json.loads(nothing.output)["rows"] == [] and not (tmp_path / "none.sqlite").exists()
+    # a ledger named on purpose that is not there is bad input, not $0 (and is not created)
+    assert isinstance(nothing.exception, BadInput) and "no ledger at" in str(nothing.exception)
+    assert not (tmp_path / "none.sqlite").exists()
     table = runner.invoke(app, ["cost", "--ledger", str(path)])
     assert table.exit_code == 0 and "pong-1" in table.output and "0.0068" in table.output
     as_json = runner.invoke(app, ["cost", "--ledger", str(path), "--by", "model", "--json"])

@@ -155,7 +155,9 @@ def test_segfaulting_reference_is_a_crash_finding(tmp_path: Path) -> None:
         assert finding.check == "crash"
         assert finding.extra["side"] == "reference"
         assert "SIGSEGV" in finding.message
-    assert report.verdict == "error" and report.exit_code == 1
+    # the reference is broken: nothing is said about the port (exit 2, as bad input)
+    assert report.verdict == "reference error" and report.exit_code == 2
+    assert report.reference_error is not None and "SIGSEGV" in report.reference_error
 
 
 def test_port_that_raises_is_an_exception_finding(tmp_path: Path) -> None:
