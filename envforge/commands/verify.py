@@ -12,13 +12,13 @@ from rich.console import Console
 
 from envforge import bounds
 from envforge.backends.reference_check import check_reference
-from envforge.errors import BadInput, BrokenReference
+from envforge.errors import BadInput, BrokenReference, DriverFailure
 from envforge.external.next_prompt import PACKAGE_ROOT, next_repair_prompt
 from envforge.locate import default_port, spec_for_name, spec_for_reference
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
 from envforge.spec import EnvSpec, load_spec
 from envforge.verify.context import VerifyOptions
-from envforge.verify.runner import parse_levels, parse_seed_sweep, verify
+from envforge.verify.runner import first_line, parse_levels, parse_seed_sweep, verify
 from envforge.verify.selfcheck_cache import cached_or_run
 
 
@@ -177,8 +177,15 @@ def rerun_command(
 
 def _spec_self_check(env_spec: EnvSpec, console: Console, as_json: bool) -> None:
     """A new or changed spec is first checked against its own reference (exit 1 if it fails)."""
-    with console.status(f"self-check of the {env_spec.name} spec"):
-        outcome = cached_or_run(env_spec)
+    try:
+        with console.status(f"self-check of the {env_spec.name} spec"):
+            outcome = cached_or_run(env_spec)
+    except DriverFailure as e:  # the reference itself failed (a compile error): not the spec
+        if e.side != "reference":
+            raise
+        raise BrokenReference(
+            f"the reference failed in {e.call}: {first_line(e.message)}"
+        ) from None
     if outcome is None:
         return
     verdict, cached = outcome
