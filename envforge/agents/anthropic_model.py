@@ -1,9 +1,10 @@
 """Anthropic Messages API adapter (``anthropic`` SDK): tool use and prompt caching.
 
 Credentials and endpoint come from the SDK's usual variables (ANTHROPIC_API_KEY or
-ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL). Cache breakpoints go on the system prompt, on the end
-of the stable prefix (the part marked ``cache``: reference source, spec, contract) and on the
-newest message, so every agent step re-reads the conversation so far from the cache.
+ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL). Cache breakpoints go on the system prompt and the end
+of the stable prefix (the part marked ``cache``: reference source, spec, contract), both in the
+1-hour cache, and on the newest message (5 minutes), so every agent step re-reads the
+conversation so far from the cache. Usage reports 1-hour writes apart (``cache_write_1h``).
 """
 
 from __future__ import annotations
