@@ -148,11 +148,11 @@ def _propose_modes(draft: Draft) -> None:
     assert draft.probe is not None
     draws = draft.probe.max_draws_per_step
     if draws:
-        draft.rng = {"mode": "sync", "step": "tape", "tape_size": max(4, 2 * draws)}
+        draft.rng = {"mode": "sync", "step": "tape", "tape_size": max(16, 2 * draws)}
         draft.rng_note += (
             f". GUESS: step draws random numbers too (up to {draws} per step seen), so its "
             'draws are recorded and replayed to the port (step = "tape"; tape_size twice '
-            'the most seen); step = "distribution" compares samples instead (docs/SPEC.md)'
+            'the most seen, at least 16); step = "distribution" compares samples instead (docs/SPEC.md)'
         )
     floats = [f for f in draft.fields if f.dtype.startswith("float")]
     draft.compare = {"mode": "tolerance" if floats else "exact"}
