@@ -188,6 +188,7 @@ def probe_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     reference("latin1", "/* caf\xe9 */\n".encode("latin-1") + pong_source.encode())
     reference("no_member", pong_source.replace("uint32_t rng;", "uint32_t seed;").encode())
     reference("no_struct", b"int pong_reset(void) { return 0; }\n")
+    reference("uncompilable", pong_source.replace("static uint32_t next_rng", "static ;").encode())
 
     def spec(folder: str, old: str, new: str) -> None:
         assert spec_text.count(old) == 1, old
@@ -222,6 +223,7 @@ def probe_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "price_inf": f'ref = "{PONG_C}"\nprice_in = inf\nprice_out = 1\n',
         "missing_ref": f'ref = "nowhere/pong.c"\nspec = "{PONG_SPEC}"\n',
         "pointer_ref": 'ref = "pointer/pong.c"\nprice_in = 1\nprice_out = 1\n',
+        "uncompilable_ref": 'ref = "uncompilable/pong.c"\nprice_in = 1\nprice_out = 1\n',
         "unknown_key": f'ref = "{PONG_C}"\nbudget = 3\n',
     }
     for name, job in manifests.items():
@@ -349,6 +351,7 @@ BAD_INPUTS: list[tuple[str, str, str]] = [
     ("manifest_unknown_key", "batch run {dir}/unknown_key.toml", "'job[a].budget'"),
     ("manifest_missing_ref", "batch run {dir}/missing_ref.toml", "reference not found"),
     ("manifest_broken_ref", "batch run {dir}/pointer_ref.toml", "declarator"),
+    ("manifest_uncompilable_ref", "batch run {dir}/uncompilable_ref.toml", "C compilation failed"),
     ("batch_workers_zero", "batch run {dir}/scale_inf.toml --workers 0", "--workers"),
     ("batch_executor", "batch run {dir}/scale_inf.toml --executor slurm", "--executor"),
     ("batch_no_manifest", "batch status", "Missing argument 'manifest'"),
@@ -443,6 +446,29 @@ def test_a_reference_that_does_not_compile_is_a_reference_error(
     assert report["reference"] == str(broken.resolve())
     [level] = report["levels"]
     assert level["reference_failed"] and level["findings"][0]["extra"]["side"] == "reference"
+
+
+def test_translate_builds_the_reference_before_paying_a_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same non-compiling copy of pong.c given to translate: refused as a reference error
+    before the first model call (the endpoint below does not even listen), no ledger written."""
+    source = (PONG_SPEC.parent / "pong.c").read_text()
+    broken = tmp_path / "pong_copy.c"
+    broken.write_text(source.replace("static uint32_t next_rng(uint32_t x) {", "static int ;"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing answers here
+    ledger = tmp_path / "ledger.sqlite"
+    args = ["translate", "--ref", str(broken), "--spec", str(PONG_SPEC), "--model"]
+    args += ["openai:local", "--price-in", "1", "--price-out", "1", "--ledger", str(ledger)]
+    code, out, err = run_cli([*args, "--sandbox", "none"], capsys)
+    assert "Traceback" not in out + err
+    assert code == 2, (code, out, err)
+    [line] = err.strip().splitlines()
+    assert line.startswith("envforge: error: reference error: the reference failed in build")
+    assert "C compilation failed" in line
+    assert not ledger.exists()
 
 
 def test_ref_beside_spec_names_the_reference_that_is_verified(tmp_path: Path) -> None:

@@ -5,13 +5,15 @@ found here in the verifier's process in milliseconds: a missing, empty, binary o
 source, a C struct the backend cannot lay out (pointer or unsupported members), struct members
 the spec names but the struct lacks, no C compiler, a gymnasium id that is not registered.
 Each is a :class:`BrokenReference` naming the file and the problem in one line.
+:func:`build_reference` goes one step further where a wasted step would cost money (before an
+agent's first model call): it builds the reference once in a child process.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from envforge.errors import BadInput, BrokenReference
+from envforge.errors import BadInput, BrokenReference, DriverFailure
 from envforge.spec import EnvSpec
 
 
@@ -88,3 +90,31 @@ def _check_gymnasium_id(env_id: str) -> None:
         gymnasium.spec(env_id)
     except gymnasium.error.Error as e:
         raise BrokenReference(f"gymnasium:{env_id}: {e}") from None
+
+
+def build_reference(spec: EnvSpec, strict_float: bool | None = None) -> None:
+    """Check the reference, then build it once in its own process (a C compile, an import,
+    ``gymnasium.make``): a reference that cannot build is a BrokenReference here, before any
+    model is paid to port it. A C build is cached, so the first verify reuses it."""
+    check_reference(spec)
+    from envforge.backends.recipe import open_driver, reference_recipe
+
+    try:
+        driver = open_driver(reference_recipe(spec, strict_float), isolate=True)
+    except DriverFailure as e:
+        raise BrokenReference(
+            f"the reference failed in {e.call}: {first_line(e.message)}"
+        ) from None
+    driver.close()
+
+
+def first_line(message: str, limit: int = 300) -> str:
+    """One line for a person: the message's first line, and the first line of tool output
+    under it that says "error" (a compiler's first diagnostic) when there is one."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return "(no message)"
+    text = lines[0]
+    if len(lines) > 1:
+        text += " " + next((line for line in lines[1:] if "error" in line.lower()), lines[1])
+    return text if len(text) <= limit else text[: limit - 3] + "..."

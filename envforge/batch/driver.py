@@ -60,16 +60,21 @@ def batch_lock(db_path: Path) -> Iterator[None]:
 
 
 def run_batch(
-    manifest: Manifest, options: RunOptions | None = None, console: Console | None = None
+    manifest: Manifest,
+    options: RunOptions | None = None,
+    console: Console | None = None,
+    plans: list[JobPlan] | None = None,
 ) -> BatchReport:
-    """Run (or resume) every unfinished job; returns the final report."""
+    """Run (or resume) every unfinished job; returns the final report. ``plans``: the
+    manifest's plans when the caller has made them already (``plan_jobs``)."""
     options = options or RunOptions()
     settings = manifest.settings
     workers = options.workers or settings.workers
     if workers < 1:
         raise BadInput("--workers must be at least 1")
     executor = options.executor or settings.executor
-    plans = plan_jobs(manifest)  # everything refusable is refused before any call
+    if plans is None:
+        plans = plan_jobs(manifest)  # everything refusable is refused before any call
     if options.sandbox is not None:  # where the ports run is not part of a job's identity
         plans = [with_sandbox(p, options.sandbox) for p in plans]
     console = console or Console(stderr=True)

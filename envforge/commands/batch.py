@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from envforge import bounds
+from envforge.backends.reference_check import build_reference
 from envforge.batch.driver import RunOptions, run_batch
 from envforge.batch.manifest import load_manifest
 from envforge.batch.plan import plan_jobs
@@ -58,11 +59,13 @@ def run_command(
         raise BadInput(f"--executor: expected local or ray, got {executor!r}")
     loaded = load_manifest(manifest)
     choice = choose_sandbox(sandbox)
-    plan_jobs(loaded)  # every job's bad input is refused before a line reaches stderr
+    plans = plan_jobs(loaded)  # every job's bad input is refused before a line reaches stderr
+    for spec in {plan.spec.model_dump_json(): plan.spec for plan in plans}.values():
+        build_reference(spec)  # each distinct reference built once before any model is paid
     Console(stderr=True).print(f"[dim]{choice.line()}[/dim]")
     options = RunOptions(workers=workers, executor=executor, address=address, sandbox=choice.kind)  # type: ignore[arg-type]
     try:
-        report = run_batch(loaded, options)
+        report = run_batch(loaded, options, plans=plans)
     except KeyboardInterrupt:
         print(
             f"envforge: batch {loaded.name} interrupted; run the same command to resume",

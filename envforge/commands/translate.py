@@ -16,7 +16,7 @@ from rich.table import Table
 from envforge import bounds
 from envforge.agents.loop import AgentLimits
 from envforge.agents.select import ModelOptions
-from envforge.backends.reference_check import check_reference
+from envforge.backends.reference_check import build_reference, check_reference
 from envforge.cost.prices import price_from_options
 from envforge.errors import BadInput
 from envforge.locate import spec_for_reference
@@ -175,6 +175,9 @@ def translate_command(
         price=price_from_options(price_in, price_out, price_cache_read, price_cache_write),
         model_options=ModelOptions(record_to=record),
     )
+    # last of the checks, as the slowest (seconds): no model is paid to port a reference
+    # that does not build
+    build_reference(env_spec)
     console = Console(stderr=True)
     _show_retries(console)
     # agent commands always run sandboxed: "none" only turns it off for verification

@@ -11,14 +11,14 @@ import typer
 from rich.console import Console
 
 from envforge import bounds
-from envforge.backends.reference_check import check_reference
+from envforge.backends.reference_check import check_reference, first_line
 from envforge.errors import BadInput, BrokenReference, DriverFailure
 from envforge.external.next_prompt import PACKAGE_ROOT, next_repair_prompt
 from envforge.locate import default_port, spec_for_name, spec_for_reference
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
 from envforge.spec import EnvSpec, load_spec
 from envforge.verify.context import VerifyOptions
-from envforge.verify.runner import first_line, parse_levels, parse_seed_sweep, verify
+from envforge.verify.runner import parse_levels, parse_seed_sweep, verify
 from envforge.verify.selfcheck_cache import cached_or_run
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from envforge.backends.base import Driver
 from envforge.backends.coverage import LineCoverage
 from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
+from envforge.backends.reference_check import first_line
 from envforge.errors import BadInput, BrokenReference, DriverFailure
 from envforge.sandbox.select import open_sandbox
 from envforge.spec import EnvSpec
@@ -214,15 +215,3 @@ def reference_failed(
         [finding],
         reference_failed=True,
     )
-
-
-def first_line(message: str, limit: int = 300) -> str:
-    """One line for a person: the message's first line, and the first line of tool output
-    under it that says "error" (a compiler's first diagnostic) when there is one."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    if not lines:
-        return "(no message)"
-    text = lines[0]
-    if len(lines) > 1:
-        text += " " + next((line for line in lines[1:] if "error" in line.lower()), lines[1])
-    return text if len(text) <= limit else text[: limit - 3] + "..."
