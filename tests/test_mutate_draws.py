@@ -50,3 +50,30 @@ def test_the_stochastic_ports_get_draw_mutants() -> None:
     assert counts["draw_skip"] == 5  # one per draw site: frozenlake 1, taxi 2, blackjack 2
     assert counts["wrong_end"] == 2  # blackjack's two DECK[index]
     assert counts["probability"] >= 3  # 1/3 (frozenlake), 0.8 and 0.3 (taxi)
+
+
+def test_differential_replays_the_originals_draws_to_a_tape_port_mutant(tmp_path) -> None:  # noqa: ANN001
+    """A mutant that only changes the port's own training generator is no difference under the
+    tape; one that skips a draw is, in ``s`` (one step from the same states)."""
+    import numpy as np
+    from conftest import apply_patch
+
+    from envforge.backends.jax import JaxDriver
+    from envforge.mutate.differential import Differential, DifferentialResult
+    from envforge.spec import load_spec
+
+    spec = load_spec(ROOT / "references" / "frozenlake" / "env.toml")
+    port = ROOT / "generated" / "frozenlake" / "jax" / "frozenlake.py"
+    original = JaxDriver(spec, port)
+    state = {"s": np.arange(64, dtype=np.int32), "time": np.zeros(64, np.int32)}
+    actions = np.arange(64, dtype=np.int32) % 4
+    for name, edit, differs in (
+        ("key", ("PRNGKey(s.astype(jnp.uint32))", "PRNGKey(s.astype(jnp.uint32) + 1)"), False),
+        ("skip", ("u, draws = draws.random()", "u, draws = (0.5, draws)"), True),
+    ):
+        mutant = JaxDriver(spec, apply_patch(port, tmp_path / name, edit).path)
+        result = DifferentialResult(effort="test")
+        Differential(original, mutant).step(state, actions, result, "sampled state")
+        assert (result.rows_differing > 0) is differs, name
+        if differs:
+            assert "s" in result.differing or "draws" in result.differing

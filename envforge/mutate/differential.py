@@ -27,12 +27,14 @@ import numpy as np
 from scipy import stats
 
 from envforge.backends.base import Driver, State, Transition, take_state
+from envforge.rng.draws import row_seeds
 from envforge.verify.boundaries import boundary_states
 from envforge.verify.compare import compare_states, compare_transitions, follows_termination
 from envforge.verify.findings import to_jsonable
 from envforge.verify.policies import random_actions
 from envforge.verify.strategies import sample_states
 from envforge.verify.support import support_pvalue
+from envforge.verify.tape import account
 
 
 @dataclass(frozen=True)
@@ -178,12 +180,24 @@ class Differential:
     def step(
         self, state: State, actions: np.ndarray, result: DifferentialResult, where: str
     ) -> Transition:
-        a = self.original.step(state, actions)
+        draws_differ = np.zeros(len(actions), dtype=bool)
         try:
-            b = self.mutant.step(state, actions)
+            if self.spec.rng.step == "tape":
+                # as the verifier compares: the mutant replays the original's draws, so a
+                # change to the port's own generator (used only in training) is no difference
+                seeds = row_seeds(state, actions)
+                a, drawn = self.original.step_draws(state, actions, seeds, None)
+                b, mutant_drawn = self.mutant.step_draws(state, actions, seeds, drawn)
+                draws_differ = account(drawn, mutant_drawn)[0]
+            else:
+                a = self.original.step(state, actions)
+                b = self.mutant.step(state, actions)
         except Exception as e:  # noqa: BLE001
             raise MutantFailed(f"step raised {type(e).__name__}: {e}") from e
         diff = compare_transitions(self.spec, a, b, state, actions)
+        for only_draws in np.flatnonzero(draws_differ & ~diff.mismatch):
+            before = {k: v[only_draws] for k, v in state.items()}
+            self._note(result, ["draws"], where, state=before)
         result.transitions += len(actions)
         rows = np.flatnonzero(diff.mismatch)
         if len(rows):
