@@ -261,6 +261,7 @@ def test_dropping_a_field_of_a_shipped_spec_is_named(tmp_path: Path) -> None:
             "--force",
         ),
         (("--ref", "gymnasium:CartPole-v1", "--episodes", "0"), "--episodes"),
+        (("--ref", "gymnasium:CartPole-v1", "--force", "--model", "nosuchmodel"), "unknown model"),
     ],
 )
 def test_init_bad_input(cli: Callable, args: tuple[str, ...], needle: str) -> None:
@@ -362,3 +363,57 @@ def test_lunar_lander_box2d_state_is_named_as_missing(tmp_path: Path) -> None:
     assert draft.check is not None and not draft.check.passed
     message = draft.check.findings[0].message
     assert "lander" in message and "cannot be copied" in message, message
+
+
+PROPOSED = """```toml
+[[event]]
+name = "pole_fell"
+expr = "(after.theta < -0.20943951023931953) | (after.theta > 0.20943951023931953)"
+
+[[event]]
+name = "left_the_galaxy"
+expr = "after.x > 100"
+
+[[event]]
+name = "misspelt"
+expr = "after.thetta > 0"
+
+[[policy]]
+name = "balance"
+expr = "where(obs[:, 2] + 0.5 * obs[:, 3] > 0, 1, 0)"
+
+[[policy]]
+name = "out_of_range"
+expr = "obs[:, 9]"
+```"""
+
+
+def test_model_proposals_are_kept_only_if_the_reference_accepts_them(tmp_path: Path) -> None:
+    from decimal import Decimal
+
+    from envforge.agents.messages import Usage
+    from envforge.agents.scripted import ScriptedModel, reply
+    from envforge.cost.budget import Budget
+    from envforge.cost.ledger import Ledger
+    from envforge.cost.meter import MeteredModel
+    from envforge.cost.prices import Price
+    from envforge.draft.assist import assist, reference_source
+
+    draft = draft_spec("gymnasium:CartPole-v1", "cartpole", tmp_path)
+    model = ScriptedModel([reply(PROPOSED, usage=Usage(input_tokens=9000, output_tokens=300))])
+    price = Price(Decimal(3), Decimal(15), Decimal("0.3"), Decimal("3.75"))
+    with Ledger(tmp_path / "ledger.sqlite") as ledger:
+        metered = MeteredModel(model, price, ledger, Budget(Decimal(1)), "init-test", "r1", "init")
+        result = assist(draft, render_toml(draft), reference_source(draft), metered)
+        [entry] = ledger.entries(job="init-test")
+    assert "CartPoleEnv" in model.requests[0].messages[0].text  # it read the source
+    assert [e["name"] for e in result.events] == ["pole_fell"]
+    assert result.occurrences["pole_fell"] > 0
+    assert [p["name"] for p in result.policies] == ["balance"]
+    refused = dict(result.rejected)
+    assert set(refused) == {"left_the_galaxy", "misspelt", "out_of_range"}
+    assert "never happened" in refused["left_the_galaxy"]
+    assert entry.cost_usd == metered.cost_usd > 0  # priced like every translate call
+    draft.events += result.events
+    draft.policies = result.policies
+    assert self_check(draft.spec()).passed  # L3 now also runs the kept policy

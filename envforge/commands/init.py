@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import tomllib
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,17 @@ def init_command(
         "repeatable.",
     ),
     episodes: int = typer.Option(8, "--episodes", help="Self-check episodes per policy."),
+    model: str = typer.Option(
+        None,
+        "--model",
+        help="Also ask this model (claude-…, gemini-…, openai:<name>, replay:<cassette>) for "
+        "events and scripted policies; the reference keeps only those that run on it.",
+    ),
+    budget_usd: float = typer.Option(0.5, "--budget-usd", help="Most --model may spend (USD)."),
+    ledger: Path = typer.Option(
+        None, "--ledger", help="Cost ledger (default $ENVFORGE_LEDGER or .envforge/ledger.sqlite)."
+    ),
+    job: str = typer.Option(None, "--job", help="Ledger job name for the --model call."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Draft env.toml from the reference and prove its canonical state complete (self-check).
@@ -83,6 +95,8 @@ def init_command(
     Exit 0 written and self-check passed, 1 self-check failed (written only with --force),
     2 bad input.
     """
+    from envforge.agents.select import open_model
+    from envforge.draft.assist import assist_with_model
     from envforge.draft.c_draft import draft_c_spec
     from envforge.draft.draft import draft_spec
     from envforge.draft.render import render_readme, render_toml
@@ -94,17 +108,22 @@ def init_command(
         raise BadInput(f"--name: expected a plain name (letters, digits, _ -), got {env!r}")
     if episodes < 1:
         raise BadInput("--episodes must be at least 1")
+    if budget_usd <= 0:
+        raise BadInput("--budget-usd must be positive")
     out = out or Path("references") / env
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {out} is a file; give a directory")
     if (out / "env.toml").exists() and not force:
         raise BadInput(f"{out / 'env.toml'} exists; pass --force to overwrite it")
     options = parse_options(option or [])
+    # an unknown model or a missing key is bad input before any drafting
+    live_model = open_model(model) if model is not None else None
     reference = _written_reference(ref, out)
     # the draft's reference path is relative to out, which must exist for it to resolve
     made_out = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     console = Console(stderr=True)
+    assisted, cost = None, Decimal(0)
     try:
         with console.status(f"drafting {env}") as status:
             config = SelfCheckConfig(episodes=episodes)
@@ -121,6 +140,16 @@ def init_command(
                     progress=lambda msg: status.update(f"drafting {env}: {msg}"),
                     options=options,
                 )
+            if live_model is not None and draft.check is not None and draft.check.passed:
+                status.update(f"drafting {env}: asking {model} for events and policies")
+                assisted, cost = assist_with_model(
+                    draft, live_model, model, Decimal(str(budget_usd)), ledger, job
+                )
+                known = {e["name"] for e in draft.events}
+                draft.events += [e for e in assisted.events if e["name"] not in known]
+                draft.policies = assisted.policies
+                status.update(f"drafting {env}: self-check with the proposed policies")
+                draft.check = self_check(draft.spec(), config)
     finally:
         if made_out and not any(out.iterdir()):
             out.rmdir()
@@ -143,12 +172,24 @@ def init_command(
             "left_out": [name for name, _ in draft.left_out],
             "self_check": check.to_dict(),
         }
+        if assisted is not None:
+            summary["model"] = {
+                "events": [e["name"] for e in assisted.events],
+                "policies": [p["name"] for p in assisted.policies],
+                "rejected": [{"name": n, "why": why} for n, why in assisted.rejected],
+                "cost_usd": str(cost),
+            }
         print(json.dumps(summary, indent=2))
     else:
         show = Console()
         show.print(f"fields: {', '.join(f.name for f in draft.fields)}")
         if draft.left_out:
             show.print(f"left out: {', '.join(n for n, _ in draft.left_out)}")
+        if assisted is not None:
+            kept = [e["name"] for e in assisted.events] + [p["name"] for p in assisted.policies]
+            show.print(f"{model} (${cost:.4f}): kept {', '.join(kept) or 'nothing'}")
+            for name, why in assisted.rejected:
+                show.print(f"  refused {name}: {why}", markup=False, highlight=False)
         show.print(check.summary())
         for finding in check.findings:
             show.print(f"  {finding.message}", markup=False, highlight=False)

@@ -54,6 +54,7 @@ class Draft:
     episode_cap_note: str = ""
     action_note: str = ""
     events: list[dict[str, str]] = field(default_factory=list)
+    policies: list[dict[str, str]] = field(default_factory=list)
     state_note: str = "the attributes the probe saw change"
     c: dict[str, Any] = field(default_factory=dict)
     c_note: str = ""

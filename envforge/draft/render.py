@@ -80,6 +80,7 @@ def spec_table(draft: Draft, fields: list[FieldDraft]) -> dict[str, Any]:
         "rng": dict(draft.rng),
         "compare": dict(draft.compare),
         "event": list(draft.events),
+        "policy": list(draft.policies),
     }
     if draft.termination is not None:
         table["termination"] = draft.termination
@@ -156,11 +157,17 @@ def render_toml(draft: Draft) -> str:
         out += ["", "# Events seen in the probe; add the rare ones a port can get wrong."]
     for e in draft.events:
         out += ["[[event]]", *_lines(e)]
-    out += [
-        "",
-        "# No [[policy]] drafted: L3 runs uniform and sticky random actions. Add a scripted",
-        "# policy that reaches the rare events (docs/SPEC.md). No [l4] drafted (docs/L4.md).",
-    ]
+    if draft.policies:
+        out += ["", "# GUESS: proposed by the model (--model), each ran on the reference"]
+        for p in draft.policies:
+            out += ["[[policy]]", *_lines(p)]
+        out += ["", "# No [l4] drafted (docs/L4.md)."]
+    else:
+        out += [
+            "",
+            "# No [[policy]] drafted: L3 runs uniform and sticky random actions. Add a scripted",
+            "# policy that reaches the rare events (docs/SPEC.md). No [l4] drafted (docs/L4.md).",
+        ]
     if draft.check is not None:
         out += ["", f"# {draft.check.summary()}"]
     return "\n".join(out) + "\n"
