@@ -57,7 +57,7 @@ def spec_for_reference(ref: str, spec_path: str | None = None) -> EnvSpec:
                 return declared
         raise BadInput(
             f"no references/*/env.toml declares reference = {ref!r}; draft one with "
-            f"`envforge init --ref {ref}` (or pass --spec)"
+            f"`envforge init --ref {ref}` or add --init (or pass --spec)"
         )
     if source is not None and source.is_dir():  # a reference folder: its spec's own reference
         return spec

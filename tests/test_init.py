@@ -201,6 +201,21 @@ def test_draws_inside_step_are_taped_and_a_per_episode_attribute_kept(
     assert not check.passed and check.findings[0].extra["outside_state"] == ["wind"]
 
 
+def test_verify_init_drafts_the_missing_spec_first(
+    tmp_path: Path, cli: Callable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ref = walk(tmp_path, "0")
+    monkeypatch.chdir(tmp_path)  # init writes references/<env>/ here
+    port = tmp_path / "no_port_yet"
+    port.mkdir()
+    with pytest.raises(BadInput, match="envforge init"):
+        cli("verify", "--ref", f"{ref}:CounterWalk", "--port", str(port))
+    with pytest.raises(BadInput, match="cannot tell the port"):
+        cli("verify", "--ref", f"{ref}:CounterWalk", "--port", str(port), "--init")
+    spec = load_spec(tmp_path / "references" / "counterwalk" / "env.toml")
+    assert set(spec.field_names) == {"pos", "pushes"}
+
+
 def test_cartpole_draft_finds_the_hand_written_state(tmp_path: Path, cli: Callable) -> None:
     out = tmp_path / "cartpole"
     result = cli("init", "--ref", "gymnasium:CartPole-v1", "--out", str(out))

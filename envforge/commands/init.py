@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import tomllib
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import typer
 from rich.console import Console
 
 from envforge.errors import BadInput
+from envforge.spec import EnvSpec
 
 
 def env_name(reference: str) -> str:
@@ -59,6 +61,124 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
     return options
 
 
+@dataclass
+class InitOutcome:
+    env: str
+    out: Path
+    draft: Any
+    written: bool
+    assisted: Any = None
+    cost: Decimal = Decimal(0)
+
+
+def run_init(
+    ref: str,
+    out: Path | None = None,
+    name: str | None = None,
+    force: bool = False,
+    options: dict[str, Any] | None = None,
+    episodes: int = 8,
+    model: str | None = None,
+    budget_usd: float = 0.5,
+    ledger: Path | None = None,
+    job: str | None = None,
+) -> InitOutcome:
+    """Draft, self-check and (if it passes, or with ``force``) write ``out/env.toml``."""
+    from envforge.agents.select import open_model
+    from envforge.draft.assist import assist_with_model
+    from envforge.draft.c_draft import draft_c_spec
+    from envforge.draft.draft import draft_spec
+    from envforge.draft.render import render_readme, render_toml
+    from envforge.draft.selfcheck import SelfCheckConfig, self_check
+    from envforge.verify.selfcheck_cache import remember
+
+    env = name or env_name(ref)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", env):
+        raise BadInput(f"--name: expected a plain name (letters, digits, _ -), got {env!r}")
+    if episodes < 1:
+        raise BadInput("--episodes must be at least 1")
+    if budget_usd <= 0:
+        raise BadInput("--budget-usd must be positive")
+    out = out or Path("references") / env
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"--out {out} is a file; give a directory")
+    if (out / "env.toml").exists() and not force:
+        raise BadInput(f"{out / 'env.toml'} exists; pass --force to overwrite it")
+    options = options or {}
+    # an unknown model or a missing key is bad input before any drafting
+    live_model = open_model(model) if model is not None else None
+    reference = _written_reference(ref, out)
+    # the draft's reference path is relative to out, which must exist for it to resolve
+    made_out = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    console = Console(stderr=True)
+    assisted, cost = None, Decimal(0)
+    try:
+        with console.status(f"drafting {env}") as status:
+            config = SelfCheckConfig(episodes=episodes)
+            if reference.endswith(".c"):
+                draft = draft_c_spec(reference, env, out.resolve())
+                status.update(f"drafting {env}: self-check")
+                draft.check = self_check(draft.spec(), config)
+            else:
+                draft = draft_spec(
+                    reference,
+                    env,
+                    out.resolve(),
+                    config,
+                    progress=lambda msg: status.update(f"drafting {env}: {msg}"),
+                    options=options,
+                )
+            if live_model is not None and draft.check is not None and draft.check.passed:
+                status.update(f"drafting {env}: asking {model} for events and policies")
+                assisted, cost = assist_with_model(
+                    draft, live_model, model or "", Decimal(str(budget_usd)), ledger, job
+                )
+                known = {e["name"] for e in draft.events}
+                draft.events += [e for e in assisted.events if e["name"] not in known]
+                draft.policies = assisted.policies
+                status.update(f"drafting {env}: self-check with the proposed policies")
+                draft.check = self_check(draft.spec(), config)
+    finally:
+        if made_out and not any(out.iterdir()):
+            out.rmdir()
+    check = draft.check
+    assert check is not None
+    written = check.passed or force
+    if written:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "env.toml").write_text(render_toml(draft))
+        if not (out / "README.md").exists():
+            (out / "README.md").write_text(render_readme(draft))
+        if check.passed:
+            remember(out / "env.toml", check)
+    return InitOutcome(env, out, draft, written, assisted, cost)
+
+
+def spec_or_init(ref: str, spec_path: str | None, init: bool) -> EnvSpec:
+    """The spec for ``--ref``; with ``init``, one drafted by ``envforge init`` when none exists
+    (it must pass the self-check: exit 1 otherwise)."""
+    from envforge.locate import spec_for_reference
+    from envforge.spec import load_spec
+
+    try:
+        return spec_for_reference(ref, spec_path)
+    except BadInput:
+        if not init or spec_path:
+            raise
+    outcome = run_init(ref)
+    check = outcome.draft.check
+    console = Console(stderr=True)
+    console.print(check.summary(), markup=False, highlight=False)
+    if not outcome.written:
+        for finding in check.findings:
+            console.print(f"  {finding.message}", markup=False, highlight=False)
+        console.print("no spec written: run envforge init --force and complete it by hand")
+        sys.exit(1)
+    console.print(f"drafted {outcome.out / 'env.toml'}: review it (docs/SPEC.md)")
+    return load_spec(outcome.out / "env.toml")
+
+
 def init_command(
     ref: str = typer.Option(
         ..., "--ref", help="Reference to draft a spec for: gymnasium:<id>, file.py:Class, env.c."
@@ -95,74 +215,11 @@ def init_command(
     Exit 0 written and self-check passed, 1 self-check failed (written only with --force),
     2 bad input.
     """
-    from envforge.agents.select import open_model
-    from envforge.draft.assist import assist_with_model
-    from envforge.draft.c_draft import draft_c_spec
-    from envforge.draft.draft import draft_spec
-    from envforge.draft.render import render_readme, render_toml
-    from envforge.draft.selfcheck import SelfCheckConfig, self_check
-    from envforge.verify.selfcheck_cache import remember
-
-    env = name or env_name(ref)
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", env):
-        raise BadInput(f"--name: expected a plain name (letters, digits, _ -), got {env!r}")
-    if episodes < 1:
-        raise BadInput("--episodes must be at least 1")
-    if budget_usd <= 0:
-        raise BadInput("--budget-usd must be positive")
-    out = out or Path("references") / env
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"--out {out} is a file; give a directory")
-    if (out / "env.toml").exists() and not force:
-        raise BadInput(f"{out / 'env.toml'} exists; pass --force to overwrite it")
-    options = parse_options(option or [])
-    # an unknown model or a missing key is bad input before any drafting
-    live_model = open_model(model) if model is not None else None
-    reference = _written_reference(ref, out)
-    # the draft's reference path is relative to out, which must exist for it to resolve
-    made_out = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    console = Console(stderr=True)
-    assisted, cost = None, Decimal(0)
-    try:
-        with console.status(f"drafting {env}") as status:
-            config = SelfCheckConfig(episodes=episodes)
-            if reference.endswith(".c"):
-                draft = draft_c_spec(reference, env, out.resolve())
-                status.update(f"drafting {env}: self-check")
-                draft.check = self_check(draft.spec(), config)
-            else:
-                draft = draft_spec(
-                    reference,
-                    env,
-                    out.resolve(),
-                    config,
-                    progress=lambda msg: status.update(f"drafting {env}: {msg}"),
-                    options=options,
-                )
-            if live_model is not None and draft.check is not None and draft.check.passed:
-                status.update(f"drafting {env}: asking {model} for events and policies")
-                assisted, cost = assist_with_model(
-                    draft, live_model, model, Decimal(str(budget_usd)), ledger, job
-                )
-                known = {e["name"] for e in draft.events}
-                draft.events += [e for e in assisted.events if e["name"] not in known]
-                draft.policies = assisted.policies
-                status.update(f"drafting {env}: self-check with the proposed policies")
-                draft.check = self_check(draft.spec(), config)
-    finally:
-        if made_out and not any(out.iterdir()):
-            out.rmdir()
-    check = draft.check
-    assert check is not None
-    written = check.passed or force
-    if written:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "env.toml").write_text(render_toml(draft))
-        if not (out / "README.md").exists():
-            (out / "README.md").write_text(render_readme(draft))
-        if check.passed:
-            remember(out / "env.toml", check)
+    outcome = run_init(
+        ref, out, name, force, parse_options(option or []), episodes, model, budget_usd, ledger, job
+    )
+    env, out, draft, written = outcome.env, outcome.out, outcome.draft, outcome.written
+    assisted, cost, check = outcome.assisted, outcome.cost, outcome.draft.check
     if as_json:
         summary = {
             "env": env,

@@ -17,9 +17,9 @@ from envforge import bounds
 from envforge.agents.loop import AgentLimits
 from envforge.agents.select import ModelOptions
 from envforge.backends.reference_check import build_reference, check_reference
+from envforge.commands.init import spec_or_init
 from envforge.cost.prices import price_from_options
 from envforge.errors import BadInput
-from envforge.locate import spec_for_reference
 from envforge.preflight import check_translate
 from envforge.repair.job import TranslateJob, TranslateOutcome, run_translate_job
 from envforge.repair.orchestrate import RepairConfig
@@ -140,13 +140,16 @@ def translate_command(
         None, "--record", help="Record every model call to this cassette (JSONL)."
     ),
     sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
+    init: bool = typer.Option(
+        False, "--init", help="No spec for --ref yet: draft one first (envforge init)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary at the end."),
 ) -> None:
     """Port a reference with a coding agent and repair it until the verifier passes it.
 
     Exit 0 verified, 1 not verified (limits, budget, provider failure), 2 bad input.
     """
-    env_spec = spec_for_reference(ref, spec)
+    env_spec = spec_or_init(ref, spec, init)
     check_reference(env_spec)  # before any model call: a broken reference fails every verify
     sandbox_choice = choose_sandbox(sandbox)
     required = tuple(lv for lv in parse_levels(levels) if lv < 4)

@@ -12,9 +12,10 @@ from rich.console import Console
 
 from envforge import bounds
 from envforge.backends.reference_check import check_reference, first_line
+from envforge.commands.init import spec_or_init
 from envforge.errors import BadInput, BrokenReference, DriverFailure
 from envforge.external.next_prompt import PACKAGE_ROOT, next_repair_prompt
-from envforge.locate import default_port, spec_for_name, spec_for_reference
+from envforge.locate import default_port, spec_for_name
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
 from envforge.spec import EnvSpec, load_spec
 from envforge.verify.context import VerifyOptions
@@ -82,6 +83,9 @@ def verify_command(
         "--coverage/--no-coverage",
         help="Report which reference lines (C: and branches) L1-L3 executed.",
     ),
+    init: bool = typer.Option(
+        False, "--init", help="No spec for --ref yet: draft one first (envforge init)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     repair_prompt: bool = typer.Option(
         False,
@@ -97,7 +101,7 @@ def verify_command(
 ) -> None:
     """Verify a port against its reference, level by level. Exit 0 equivalent, 1 not, 2 bad input."""
     if ref is not None:
-        env_spec = spec_for_reference(ref, spec)
+        env_spec = spec_or_init(ref, spec, init)
     elif spec is not None:
         env_spec = load_spec(spec)
     elif env is not None:
