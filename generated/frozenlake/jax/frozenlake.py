@@ -84,7 +84,7 @@ def step_with_draws(
     direction = (action + 3 + pick) % 4  # moves (a - 1) % 4, a, (a + 1) % 4
     stuck = STOPS[state.s]
     s = jnp.where(stuck, state.s, _move(state.s, direction))
-    reward = jnp.where(~stuck & GOAL[s], 1.0, 0.0)
+    reward = jnp.where(~stuck & GOAL[s], 1.0, 0.0).astype(jnp.float32)
     terminated = stuck | STOPS[s]
     time = state.time + 1
     truncated = time >= MAX_EPISODE_STEPS

@@ -168,7 +168,7 @@ def step_with_draws(
     moved_to = MOVES[state.s, jnp.minimum(action, 3), pick]
     service = SERVICE[state.s, jnp.maximum(action, 4)]
     s = jnp.where(is_move, moved_to, service[0])
-    reward = jnp.where(is_move, -1, service[1]).astype(jnp.float64)
+    reward = jnp.where(is_move, -1, service[1]).astype(jnp.float32)
     terminated = ~is_move & DONE[state.s, jnp.maximum(action, 4)]
 
     # the fickle passenger: in the taxi before the step, and the taxi moved
