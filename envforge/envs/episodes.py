@@ -70,7 +70,9 @@ class Episodes:
         """Port seeds (for every env; meaningful in ``rows``) of an auto-reset of ``rows``."""
         self.episode[rows] += np.uint32(1)
         self.length[rows] = 0
-        seeds_out: np.ndarray = episode_seed(self.base, self.episode)
+        seeds_out = np.zeros(len(self.base), np.uint32)
+        # hashed for the ended envs only: a few per step in a large batch
+        seeds_out[rows] = episode_seed(self.base[rows], self.episode[rows])
         return seeds_out
 
     def count_step(self, terminated: np.ndarray, truncated: np.ndarray) -> np.ndarray:
