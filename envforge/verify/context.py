@@ -31,8 +31,13 @@ class VerifyOptions:
     """Seeds swept at L1 reset in replicate mode (every seed in [0, N)); None: the spec's."""
     sandbox: str | None = None
     """Where the port's driver runs: "process", "docker", or None/"none" (a plain child process)."""
-    coverage: bool = True
-    """Measure the reference's line (C: and branch) coverage at L1-L3 (``backends/coverage.py``)."""
+    coverage: bool | None = None
+    """Measure the reference's line (C: and branch) coverage at L1-L3 (``backends/coverage.py``).
+    None: for C references only, where it costs ~2% of a verify's CPU; coverage.py made a
+    gymnasium verify take ~13% more CPU (docs/COVERAGE.md), so there it is asked for."""
+
+    def coverage_for(self, reference_kind: str) -> bool:
+        return self.coverage if self.coverage is not None else reference_kind == "c"
 
     def __post_init__(self) -> None:
         # the same rules as the command line's and the manifest's (envforge/bounds.py)

@@ -78,7 +78,7 @@ def failure_finding(level: int, exc: DriverFailure) -> Finding:
 
 
 COVERAGE_LEVELS = (1, 2, 3)
-"""Levels whose reference coverage is measured (``--coverage``, on by default)."""
+"""Levels whose reference coverage is measured (``--coverage``; by default for C references)."""
 
 
 def start_coverage(ref: Driver) -> str | None:
@@ -164,7 +164,7 @@ def verify(
             start = time.perf_counter()
             try:
                 ref, prt = pair.open()
-                measured = options.coverage and level in COVERAGE_LEVELS
+                measured = options.coverage_for(spec.reference_kind) and level in COVERAGE_LEVELS
                 coverage_note = start_coverage(ref) if measured else None
                 if level in (1, 2, 3):  # L0 checks raw outputs itself; these compare them
                     ref, prt = CheckedDriver(ref), CheckedDriver(prt)

@@ -56,7 +56,7 @@ def search_unexecuted(ctx: VerifyContext, step: Callable[[State, np.ndarray], An
     """``step(state, actions)`` steps and compares both sides, returning a failure or None."""
     result = SearchResult()
     try:
-        coverage = ctx.ref.coverage_read() if ctx.options.coverage else None
+        coverage = ctx.ref.coverage_read()  # None unless the runner started counting
     except DriverFailure:
         return result  # coverage is a report: a reference that cannot give it is not a finding
     missing = _missing(coverage or [])
