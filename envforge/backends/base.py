@@ -95,6 +95,24 @@ class Driver(ABC):
             f"[rng] step = {self.spec.rng.step!r} needs (docs/SPEC.md, randomness inside step)",
         )
 
+    def step_sequence(
+        self, state: State, actions: np.ndarray, until_done: bool = False
+    ) -> list[Transition]:
+        """Step ``actions[0]``, ``actions[1]``, ... in turn from ``state`` in one call: one
+        transition per action, each from the previous one's state. With ``until_done`` it
+        stops after the first step that ends an episode of any env in the batch.
+
+        One call instead of one per step: an isolated or sandboxed driver crosses its socket
+        once (L2's long action runs were thousands of round trips)."""
+        out: list[Transition] = []
+        for action in actions:
+            tr = self.step(state, action)
+            out.append(tr)
+            if until_done and bool(np.any(tr.terminated) or np.any(tr.truncated)):
+                break
+            state = tr.state
+        return out
+
     def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
         """Digests (``backends.digest``) of ``reset(seeds)``, one per ``block`` seeds.
 

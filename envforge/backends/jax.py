@@ -12,7 +12,8 @@ A port whose reference draws inside ``step`` (``[rng] step`` in the spec) also e
 ``step_with_draws(state, action, draws)``, taking its random numbers from a
 ``envforge.rng.jax_draws.Draws`` (a tape of the reference's draws, or its own key).
 
-Batches are padded to the next power of two so varying batch sizes reuse a few compiled shapes.
+Batches are padded to the next power of two (at least 64) so varying batch sizes reuse a few
+compiled shapes.
 Strict float (no FMA on CPU) is chosen by the process environment (XLA_FLAGS) before jax loads.
 """
 
@@ -61,13 +62,26 @@ def load_module(path: Path) -> ModuleType:
     return module
 
 
-STEP_DRAWS_MIN_BATCH = 64
-"""Smallest padded batch of ``step_draws``: each batch shape compiles once (about a second on
-a busy 2-core machine), and L1's hypothesis batches come in every size up to 64."""
+MIN_PADDED_BATCH = 64
+"""Smallest padded batch of every call: each batch shape compiles once (about a second on a
+busy 2-core machine, per function), and the verifier calls with every size up to 64 (L1's
+hypothesis batches, L3's batch shrinking as episodes end, L2's single envs). Stepping 64 rows
+instead of one costs microseconds; each shape saved costs a compile."""
 
 
 def _bucket(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+    """The padded batch for ``n`` rows: a power of two, at least ``MIN_PADDED_BATCH``."""
+    return max(MIN_PADDED_BATCH, 1 << max(0, n - 1).bit_length())
+
+
+SEQUENCE_MIN_STEPS = 256
+"""Shortest padded ``step_sequence``: L2's action runs (up to 200 steps) and sequences (up to
+40) then share one compiled scan; a compile costs more (seconds) than 256 steps of one env."""
+
+
+def _sequence_bucket(count: int) -> int:
+    """Padded length of a ``step_sequence``: ``SEQUENCE_MIN_STEPS``, or the next power of two."""
+    return max(SEQUENCE_MIN_STEPS, 1 << max(0, count - 1).bit_length())
 
 
 class JaxDriver(Driver):
@@ -90,7 +104,9 @@ class JaxDriver(Driver):
 
         self._reset_canonical = jax.vmap(lambda seed: m.to_canonical(m.reset(seed)))
         self._reset = jax.jit(self._reset_canonical)
-        self._step = jax.jit(jax.vmap(step_canonical))
+        self._step_vmapped = jax.vmap(step_canonical)
+        self._step = jax.jit(self._step_vmapped)
+        self._sequence: Any = None
         self._observe = jax.jit(jax.vmap(lambda canon: m.observe(m.from_canonical(canon))))
         self._x64 = bool(jax.config.read("jax_enable_x64"))
         self._step_draws: Any = None
@@ -202,6 +218,71 @@ class JaxDriver(Driver):
             truncated=self._out(truncated, n),
         )
 
+    def step_sequence(
+        self, state: State, actions: np.ndarray, until_done: bool = False
+    ) -> list[Transition]:
+        """All the steps in one jitted loop (one dispatch instead of one per step, which was
+        most of L2's time). The actions are padded to ``_sequence_bucket`` steps, so one length
+        compiles for L2, but the loop runs only ``len(actions)`` steps, and with ``until_done``
+        stops after the step that ends an episode."""
+        count = len(actions)
+        if count == 0:
+            return []
+        if self._sequence is None:
+            self._sequence = self._jax.jit(self._sequence_loop)
+        n = batch_size(state)
+        # every step of the loop costs the whole padded batch: pad rows only to a power of two
+        pad, steps = 1 << max(0, n - 1).bit_length(), _sequence_bucket(count)
+        acts = np.asarray(actions)
+        if steps > count:
+            acts = np.concatenate([acts, np.repeat(acts[-1:], steps - count, axis=0)])
+        if n < pad:  # pad rows as _to_device does, all steps at once
+            acts = np.concatenate([acts, np.repeat(acts[:, :1], pad - n, axis=1)], axis=1)
+        device_acts = self._to_device(acts, 0)
+        taken, (canon, obs, reward, terminated, truncated) = self._sequence(
+            self._state_in(state, pad), device_acts, np.int32(count), np.bool_(until_done)
+        )
+        count = int(taken)
+        states = {k: np.asarray(v)[:count, :n] for k, v in canon.items()}
+        obs_, reward_, term_, trunc_ = (
+            np.asarray(x)[:count, :n] for x in (obs, reward, terminated, truncated)
+        )
+        return [
+            Transition(
+                state={k: v[t] for k, v in states.items()},
+                obs=obs_[t],
+                reward=reward_[t],
+                terminated=term_[t],
+                truncated=trunc_[t],
+            )
+            for t in range(count)
+        ]
+
+    def _sequence_loop(self, canon: dict, acts: Any, count: Any, until_done: Any) -> tuple:
+        """Traced: step ``acts[t]`` for t < ``count`` into buffers of ``len(acts)`` steps; with
+        ``until_done``, stop after a step that ends an episode. Returns (steps taken, buffers)."""
+        jax, jnp = self._jax, self._jnp
+        shapes = jax.eval_shape(self._step_vmapped, canon, acts[0])
+        buffers = jax.tree_util.tree_map(
+            lambda x: jnp.zeros((acts.shape[0], *x.shape), x.dtype), shapes
+        )
+
+        def more(carry: tuple) -> Any:
+            t, _, _, ended = carry
+            return (t < count) & ~ended
+
+        def step(carry: tuple) -> tuple:
+            t, state, out, _ = carry
+            result = self._step_vmapped(state, acts[t])
+            out = jax.tree_util.tree_map(lambda buf, x: buf.at[t].set(x), out, result)
+            ended = until_done & jnp.any(result[3] | result[4])
+            return t + 1, result[0], out, ended
+
+        t, _, out, _ = jax.lax.while_loop(
+            more, step, (jnp.int32(0), canon, buffers, jnp.bool_(False))
+        )
+        return t, out
+
     def step_draws(
         self, state: State, actions: np.ndarray, seeds: np.ndarray, tape: DrawLog | None
     ) -> tuple[Transition, DrawLog]:
@@ -232,7 +313,7 @@ class JaxDriver(Driver):
 
             self._step_draws = jax.jit(jax.vmap(one))
         n = batch_size(state)
-        pad = max(STEP_DRAWS_MIN_BATCH, _bucket(n))  # fewer shapes: hypothesis varies n
+        pad = _bucket(n)
         seeds = np.asarray(seeds, dtype=np.uint64)
         halves = np.stack([seeds & np.uint64(0xFFFFFFFF), seeds >> np.uint64(32)], axis=1)
         values = tape.value[:, :size] if tape is not None else np.zeros((n, size))

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import numpy as np
 
-from envforge.backends.base import Driver, State, Transition, canonicalize, check_transition
+from envforge.backends.base import (
+    Driver,
+    State,
+    Transition,
+    batch_size,
+    canonicalize,
+    check_transition,
+)
 from envforge.backends.coverage import LineCoverage
 from envforge.errors import ContractViolation
 from envforge.rng.draws import DrawLog
@@ -28,6 +35,18 @@ class CheckedDriver(Driver):
 
     def step(self, state: State, actions: np.ndarray) -> Transition:
         return check_transition(self.spec, self.inner.step(state, actions), len(actions), self.side)
+
+    def step_sequence(
+        self, state: State, actions: np.ndarray, until_done: bool = False
+    ) -> list[Transition]:
+        out = self.inner.step_sequence(state, actions, until_done)
+        wanted = range(min(1, len(actions)), len(actions) + 1) if until_done else [len(actions)]
+        if not isinstance(out, list) or len(out) not in wanted:
+            raise ContractViolation(
+                self.side, "step_sequence", f"returned no transitions for {len(actions)} actions"
+            )
+        n = batch_size(state)
+        return [check_transition(self.spec, tr, n, self.side) for tr in out]
 
     def step_draws(
         self, state: State, actions: np.ndarray, seeds: np.ndarray, tape: DrawLog | None

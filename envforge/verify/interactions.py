@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, Verbosity, settings
@@ -27,9 +27,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from envforge.backends.base import State, Transition
-from envforge.errors import DriverFailure
-from envforge.verify.compare import compare_states
+from envforge.backends.base import State, Transition, concat_states
+from envforge.errors import DriverFailure, DriverRaised
+from envforge.verify.compare import compare_states, compare_transitions
 from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.report import LevelResult
@@ -90,14 +90,18 @@ def make_machine(ctx: VerifyContext, record: _Record) -> type[RuleBasedStateMach
             try:
                 return fn(*args)
             except DriverFailure as e:
-                e.actions = list(self.history)
-                e.state_before = (
-                    to_jsonable({k: v[0] for k, v in self.ref_state.items()})
-                    if self.ref_state
-                    else None
-                )
-                record.driver_error = e
-                raise _Divergence(str(e)) from None
+                self._driver_failed(e)
+
+        def _driver_failed(self, e: DriverFailure) -> NoReturn:
+            """Keep the failure for the level's error finding; this program stops here."""
+            e.actions = list(self.history)
+            e.state_before = (
+                to_jsonable({k: v[0] for k, v in self.ref_state.items()})
+                if self.ref_state
+                else None
+            )
+            record.driver_error = e
+            raise _Divergence(str(e)) from None
 
         def _fail(self, check: str, message: str, pair: PairStep, before: State | None) -> None:
             finding = pair_finding(
@@ -155,21 +159,82 @@ def make_machine(ctx: VerifyContext, record: _Record) -> type[RuleBasedStateMach
             # the salt makes a repeated state draw afresh; a replayed program draws the same
             salt = (self.seed << 20) + len(self.history)
             pair = self._guard(step_pair, ctx, self.ref_state, self.port_state, act, salt)
-            ref, port = pair.ref, pair.port
             record.seconds += time.perf_counter() - start
             record.steps += 1
             if pair.ref_draws is not None:
                 record.draws += int(min(pair.ref_draws.count[0], pair.ref_draws.size))
+            self._compared(pair, self.ref_state)
+
+        def _steps(self, actions: list[Any]) -> None:
+            """Step through ``actions`` until the episode ends, compared after every step.
+
+            Without an RNG tape each side takes the whole run in one driver call
+            (``Driver.step_sequence``) and the steps are then compared one by one exactly as
+            :meth:`_step` would: same history, counts, shrink budget and finding. A side that
+            raises partway is stepped again one call per step, so a divergence before the
+            raise is still what gets reported."""
+            if spec.rng.step == "tape" or len(actions) < 2:
+                for action in actions:
+                    if self.done or record.shrink_stopped():
+                        break
+                    self._step(action)
+                return
+            if self.done or record.shrink_stopped():
+                return
+            if record.driver_error is not None:
+                raise _Divergence("driver already failed")
+            acts = stack_actions(spec, actions)
+            start = time.perf_counter()
+            try:
+                ref_trs = ctx.ref.step_sequence(self.ref_state, acts[:, None], True)
+                k = len(ref_trs)
+                if exact:  # the port runs free from its own state
+                    port_trs = ctx.port.step_sequence(self.port_state, acts[:k, None])
+                else:  # re-synced: each step from the reference's state before it, in one batch
+                    befores = [self.port_state] + [tr.state for tr in ref_trs[:-1]]
+                    batch = ctx.port.step(concat_states(befores), acts[:k])
+                    port_trs = [batch.take(slice(t, t + 1)) for t in range(k)]
+            except DriverRaised:
+                record.seconds += time.perf_counter() - start
+                for action in actions:
+                    if self.done or record.shrink_stopped():
+                        break
+                    self._step(action)
+                return
+            except DriverFailure as e:
+                self._driver_failed(e)
+            record.seconds += time.perf_counter() - start
+            # compared as one batch of k rows (the comparison is row by row), then walked
+            befores = [self.ref_state] + [tr.state for tr in ref_trs[:-1]]
+            bad = compare_transitions(
+                spec, _stack(ref_trs), _stack(port_trs), concat_states(befores), acts[:k]
+            ).mismatch
+            for t in range(k):
+                if record.shrink_stopped():
+                    return
+                record.calls += 1
+                self.history.append(to_jsonable(acts[t]))
+                record.steps += 1
+                ref, port = ref_trs[t], port_trs[t]
+                if bad[t]:  # the single step's own comparison makes the finding
+                    diff = compare_transitions(spec, ref, port, befores[t], acts[t : t + 1])
+                    self._compared(PairStep(ref, port, diff), befores[t])
+                self.ref_state = ref.state
+                self.port_state = port.state if exact else ref.state
+                self.done = bool(ref.terminated[0] or ref.truncated[0])
+
+        def _compared(self, pair: PairStep, before: State) -> None:
+            """After one compared step: a finding, or both sides move on."""
             if pair.mismatch.any():
                 self._fail(
                     "sequence.mismatch",
                     "after this program the sides differ in {fields}",
                     pair,
-                    self.ref_state,
+                    before,
                 )
-            self.ref_state = ref.state
-            self.port_state = port.state if exact else ref.state  # re-sync in tolerance mode
-            self.done = bool(ref.terminated[0] or ref.truncated[0])
+            self.ref_state = pair.ref.state
+            self.port_state = pair.port.state if exact else pair.ref.state  # re-sync (tolerance)
+            self.done = bool(pair.ref.terminated[0] or pair.ref.truncated[0])
 
         # ---- rules --------------------------------------------------------------------------
         @initialize(seed=SEEDS)
@@ -190,21 +255,26 @@ def make_machine(ctx: VerifyContext, record: _Record) -> type[RuleBasedStateMach
         @rule(action=actions, n=st.integers(2, 200))
         def run(self, action: Any, n: int) -> None:
             self.program.append(f"run({to_jsonable(action)}, n={n})")
-            for _ in range(n):
-                if self.done:
-                    break
-                self._step(action)
+            self._steps([action] * n)
 
         @precondition(lambda self: not self.done)
         @rule(sequence=st.lists(actions, min_size=2, max_size=40))
         def sequence(self, sequence: list[Any]) -> None:
             self.program.append(f"sequence({[to_jsonable(a) for a in sequence]})")
-            for action in sequence:
-                if self.done:
-                    break
-                self._step(action)
+            self._steps(sequence)
 
     return Interactions
+
+
+def _stack(transitions: list[Transition]) -> Transition:
+    """Transitions of one env each, as one batch."""
+    return Transition(
+        state=concat_states([tr.state for tr in transitions]),
+        obs=np.concatenate([tr.obs for tr in transitions]),
+        reward=np.concatenate([tr.reward for tr in transitions]),
+        terminated=np.concatenate([tr.terminated for tr in transitions]),
+        truncated=np.concatenate([tr.truncated for tr in transitions]),
+    )
 
 
 SEQUENCE_LENGTH = 10
