@@ -39,6 +39,21 @@ settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
+@pytest.fixture(autouse=True)
+def _restore_jax_x64():
+    """Ports that need float64 (the FrozenLake and Taxi JAX ports) turn on ``jax_enable_x64`` when
+    imported; a test that imports one in-process must not change the dtypes of every later test
+    (the fused PPO's scan carry is float32)."""
+    import sys
+
+    jax = sys.modules.get("jax")
+    before = bool(jax.config.read("jax_enable_x64")) if jax is not None else False
+    yield
+    jax = sys.modules.get("jax")
+    if jax is not None and bool(jax.config.read("jax_enable_x64")) != before:
+        jax.config.update("jax_enable_x64", before)
+
+
 @dataclass(frozen=True)
 class PatchedPort:
     path: Path
