@@ -77,6 +77,8 @@ def main() -> None:
         start = time.perf_counter()
         driver.coverage_read()
         print(f"{label}: {1e3 * (time.perf_counter() - start):.1f} ms")
+    for driver in (c_plain, c_counted, g_plain, g_counted):
+        driver.close()
 
 
 if __name__ == "__main__":

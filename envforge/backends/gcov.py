@@ -15,6 +15,7 @@ import json
 import shutil
 import subprocess
 import tempfile
+import weakref
 from pathlib import Path
 
 from envforge.backends.cc import c_compiler
@@ -52,6 +53,8 @@ class GcovBuild:
             [compiler, "-shared", "--coverage", "-o", str(self.library), *map(str, objects), "-lm"]
         )
         self.lib = ctypes.CDLL(str(self.library))
+        # removed at close, or when the process exits without closing (a killed verify's is not)
+        self._cleanup = weakref.finalize(self, _remove, self.lib, self.dir)
         self._units = [(shim_path, objects[0]), *zip(self.sources[1:], objects[1:], strict=True)]
 
     @staticmethod
@@ -91,7 +94,14 @@ class GcovBuild:
         return [out[str(p)] for p in self.sources if str(p) in out]
 
     def close(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self._cleanup()
+
+
+def _remove(lib: ctypes.CDLL, folder: Path) -> None:
+    """Delete the build. A dump first: libgcov writes the counters out again when the process
+    exits (recreating the folder) unless they were dumped since the last reset."""
+    lib.envforge_gcov_dump()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _line_coverage(path: str, lines: list[dict]) -> LineCoverage:
