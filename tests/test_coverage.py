@@ -79,6 +79,39 @@ def test_gcov_counts_the_lines_a_batch_executed(tmp_path: Path) -> None:
     plain.close()
 
 
+BUILD_THEN_DIE = """
+import os, sys
+from pathlib import Path
+from envforge.backends.c import CDriver
+from envforge.spec import load_spec
+spec = load_spec(Path(sys.argv[1]))
+driver = CDriver(spec, spec.root / "pong.c", strict_float=True)
+driver.coverage_start()
+print(driver._gcov.dir, flush=True)
+os._exit(0)  # no finalizers, no atexit: as after SIGKILL
+"""
+
+
+@needs_gcov
+def test_a_killed_references_coverage_build_is_swept_by_the_next_run(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from envforge.sandbox.leftovers import sweep
+
+    child = subprocess.run(
+        [sys.executable, "-c", BUILD_THEN_DIE, str(patched_pong(tmp_path))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == 0, child.stderr
+    folder = Path(child.stdout.strip())
+    assert folder.is_dir(), "the dead reference left its coverage build"
+    assert str(folder) in sweep(folder.parent)
+    assert not folder.exists()
+
+
 @needs_gcov
 def test_verify_reports_the_unreachable_branch_as_never_executed(tmp_path: Path) -> None:
     """L1's strategies draw states in the spec's ranges (and along the reference's own

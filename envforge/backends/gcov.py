@@ -21,6 +21,7 @@ from pathlib import Path
 from envforge.backends.cc import c_compiler
 from envforge.backends.coverage import LineCoverage
 from envforge.errors import ContractViolation
+from envforge.sandbox.leftovers import owned_prefix
 
 HOOKS = """
 /* envforge: write out / zero the coverage counters from ctypes (libgcov's own are hidden) */
@@ -39,7 +40,9 @@ class GcovBuild:
         if compiler is None or shutil.which("gcov") is None:
             raise ContractViolation("reference", "coverage", "needs gcc and gcov on the PATH")
         self.sources = [p.resolve() for p in sources]
-        self.dir = Path(tempfile.mkdtemp(prefix="envforge-gcov-"))
+        # named after its owner: a reference process killed before close leaves it to the next
+        # run's sweep of leftovers (envforge/sandbox/leftovers.py)
+        self.dir = Path(tempfile.mkdtemp(prefix=owned_prefix("gcov")))
         shim_path = self.dir / "shim.c"
         shim_path.write_text(shim + HOOKS)
         objects = []
