@@ -320,6 +320,8 @@ BAD_INPUTS: list[tuple[str, str, str]] = [
     ),
     ("translate_broken_ref", "translate --ref {dir}/pointer/pong.c", "declarator"),
     ("budget_nan", f"translate --ref {PONG_C} --budget-usd nan", "--budget-usd"),
+    ("init_budget_nan", "init --ref gymnasium:CartPole-v1 --budget-usd nan", "--budget-usd"),
+    ("init_episodes_negative", "init --ref gymnasium:CartPole-v1 --episodes -2", "--episodes"),
     ("budget_negative", f"translate --ref {PONG_C} --budget-usd -1", "--budget-usd"),
     ("budget_word", f"translate --ref {PONG_C} --budget-usd lots", "--budget-usd"),
     ("max_iters_zero", f"translate --ref {PONG_C} --max-iters 0", "--max-iters"),

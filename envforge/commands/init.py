@@ -15,6 +15,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from envforge import bounds
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
 
@@ -95,10 +96,8 @@ def run_init(
     env = name or env_name(ref)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", env):
         raise BadInput(f"--name: expected a plain name (letters, digits, _ -), got {env!r}")
-    if episodes < 1:
-        raise BadInput("--episodes must be at least 1")
-    if budget_usd <= 0:
-        raise BadInput("--budget-usd must be positive")
+    bounds.check("--episodes", episodes, bounds.AT_LEAST_ONE)
+    bounds.check("--budget-usd", budget_usd, bounds.USD)  # nan passed a plain `<= 0` test
     out = out or Path("references") / env
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {out} is a file; give a directory")
@@ -196,14 +195,24 @@ def init_command(
         help="key=value for the reference's constructor (gymnasium.make), e.g. is_rainy=true; "
         "repeatable.",
     ),
-    episodes: int = typer.Option(8, "--episodes", help="Self-check episodes per policy."),
+    episodes: int = typer.Option(
+        8,
+        "--episodes",
+        callback=bounds.option(bounds.AT_LEAST_ONE),
+        help="Self-check episodes per policy.",
+    ),
     model: str = typer.Option(
         None,
         "--model",
         help="Also ask this model (claude-…, gemini-…, openai:<name>, replay:<cassette>) for "
         "events and scripted policies; the reference keeps only those that run on it.",
     ),
-    budget_usd: float = typer.Option(0.5, "--budget-usd", help="Most --model may spend (USD)."),
+    budget_usd: float = typer.Option(
+        0.5,
+        "--budget-usd",
+        callback=bounds.option(bounds.USD),
+        help="Most --model may spend (USD).",
+    ),
     ledger: Path = typer.Option(
         None, "--ledger", help="Cost ledger (default $ENVFORGE_LEDGER or .envforge/ledger.sqlite)."
     ),
