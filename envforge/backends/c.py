@@ -348,27 +348,27 @@ class CDriver(Driver):
                 )
         return dtype
 
-    def _structs(self, state: State) -> np.ndarray:
+    def structs_of(self, state: State) -> np.ndarray:
         n = len(next(iter(state.values())))
         envs = np.zeros(n, dtype=self.dtype)
         for name, member in self.field_map.items():
             envs[member] = state[name]
         return envs
 
-    def _canonical(self, envs: np.ndarray) -> State:
+    def canonical_of(self, envs: np.ndarray) -> State:
         return {
             f.name: np.array(envs[self.field_map[f.name]], dtype=f.np_dtype)
             for f in self.spec.state
         }
 
-    def _reset_structs(self, seeds: np.ndarray, lib: ctypes.CDLL | None = None) -> np.ndarray:
+    def reset_structs(self, seeds: np.ndarray, lib: ctypes.CDLL | None = None) -> np.ndarray:
         seeds = np.ascontiguousarray(seeds, dtype=np.uint32)
         envs = np.zeros(len(seeds), dtype=self.dtype)
         (lib or self.lib).envforge_reset(len(seeds), envs.ctypes.data, seeds.ctypes.data)
         return envs
 
     def reset(self, seeds: np.ndarray) -> State:
-        return self._canonical(self._reset_structs(seeds))
+        return self.canonical_of(self.reset_structs(seeds))
 
     def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
         seeds = np.ascontiguousarray(seeds, dtype=np.uint32)
@@ -381,12 +381,12 @@ class CDriver(Driver):
             return join(lo, hi)
         # hashed straight from the structs' fields (strided views): copying each field out
         # first took twice as long as the reset and the hash together
-        envs = self._reset_structs(seeds, self._plain_lib)
+        envs = self.reset_structs(seeds, self._plain_lib)
         fields = {f.name: envs[self.field_map[f.name]] for f in self.spec.state}
         return state_digests(self.spec, canonicalize(self.spec, fields, self.side, "reset"), block)
 
     def step(self, state: State, actions: np.ndarray) -> Transition:
-        return self.step_structs(self._structs(state), actions)
+        return self.step_structs(self.structs_of(state), actions)
 
     def step_structs(self, envs: np.ndarray, actions: np.ndarray) -> Transition:
         """Step whole structs in place (every member, not only the canonical fields)."""
@@ -404,22 +404,22 @@ class CDriver(Driver):
             term.ctypes.data,
             trunc.ctypes.data,
         )
-        obs = self._observe_structs(envs)
+        obs = self.observe_structs(envs)
         return Transition(
-            self._canonical(envs),
+            self.canonical_of(envs),
             obs,
             rewards.astype(np.float64),
             term.astype(bool),
             trunc.astype(bool),
         )
 
-    def _observe_structs(self, envs: np.ndarray) -> np.ndarray:
+    def observe_structs(self, envs: np.ndarray) -> np.ndarray:
         obs = np.zeros((len(envs), *self.spec.observation.shape), np.float32)
         self.lib.envforge_observe(len(envs), envs.ctypes.data, obs.ctypes.data)
         return obs
 
     def observe(self, state: State) -> np.ndarray:
-        return self._observe_structs(self._structs(state))
+        return self.observe_structs(self.structs_of(state))
 
     def reset_fingerprint(self) -> str | None:
         return self._fingerprint

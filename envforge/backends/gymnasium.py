@@ -62,14 +62,14 @@ class GymnasiumDriver(Driver):
     def __init__(self, spec: EnvSpec, env_id: str) -> None:
         super().__init__(spec)
         self.env_id = env_id
-        self._envs: list[Any] = []
-        self._time_limits: list[Any] = []  # per pooled env, found once
+        self.envs: list[Any] = []
+        self.time_limits: list[Any] = []  # per pooled env, found once
         self._coverage: PythonCoverage | None = None
         self._add_env()
-        self.attrs = AttrMap(spec, allow_elapsed_steps=self._time_limits[0] is not None)
+        self.attrs = AttrMap(spec, allow_elapsed_steps=self.time_limits[0] is not None)
 
     # ---- what subclasses change -------------------------------------------------------
-    def _make_env(self) -> Any:
+    def make_env(self) -> Any:
         import gymnasium
 
         try:
@@ -81,33 +81,33 @@ class GymnasiumDriver(Driver):
         except gymnasium.error.Error as e:
             raise BadInput(f"cannot make gymnasium env {self.env_id!r}: {e}") from None
 
-    def _time_limit(self, env: Any) -> Any:
+    def time_limit_of(self, env: Any) -> Any:
         return find_time_limit(env)
 
     # ---- pool ------------------------------------------------------------------------
     def _add_env(self) -> None:
-        env = self._make_env()
+        env = self.make_env()
         # a fixed first seed makes the later seedless resets (and any step noise) repeatable
-        env.reset(seed=len(self._envs))
-        self._envs.append(env)
-        self._time_limits.append(self._time_limit(env))
+        env.reset(seed=len(self.envs))
+        self.envs.append(env)
+        self.time_limits.append(self.time_limit_of(env))
 
     def _pool(self, n: int) -> list[Any]:
-        while len(self._envs) < min(n, POOL_MAX):
+        while len(self.envs) < min(n, POOL_MAX):
             self._add_env()
-        return [self._envs[i % len(self._envs)] for i in range(n)]
+        return [self.envs[i % len(self.envs)] for i in range(n)]
 
-    def _load(self, i: int, state: State) -> None:
+    def load_row(self, i: int, state: State) -> None:
         """Env ``i`` with row ``i`` of ``state`` written into a freshly reset env."""
-        k = i % len(self._envs)
-        self._envs[k].reset()
-        self.attrs.write(core(self._envs[k]), state, i, self._time_limits[k])
+        k = i % len(self.envs)
+        self.envs[k].reset()
+        self.attrs.write(core(self.envs[k]), state, i, self.time_limits[k])
 
-    def _read(self, i: int) -> dict[str, np.ndarray]:
-        k = i % len(self._envs)
-        return self.attrs.read(core(self._envs[k]), self._time_limits[k])
+    def read_row(self, i: int) -> dict[str, np.ndarray]:
+        k = i % len(self.envs)
+        return self.attrs.read(core(self.envs[k]), self.time_limits[k])
 
-    def _action(self, action: np.ndarray) -> Any:
+    def env_action(self, action: np.ndarray) -> Any:
         if self.spec.action.type == "discrete":
             return int(action)
         return np.asarray(action, dtype=np.float32).reshape(self.spec.action.shape)
@@ -130,7 +130,7 @@ class GymnasiumDriver(Driver):
             zip(self._pool(len(seeds)), np.asarray(seeds), strict=True)
         ):
             env.reset(seed=int(seed))
-            rows.append(self._read(i))
+            rows.append(self.read_row(i))
         return stack_rows(self.spec, rows)
 
     def step(self, state: State, actions: np.ndarray) -> Transition:
@@ -159,15 +159,15 @@ class GymnasiumDriver(Driver):
         terminated = np.zeros(n, dtype=bool)
         truncated = np.zeros(n, dtype=bool)
         for i, env in enumerate(self._pool(n)):
-            self._load(i, state)
+            self.load_row(i, state)
             log = RowLog(sites=sites)
             try:
                 with recording(core(env), int(seeds[i]), log):
-                    o, r, term, trunc, _ = env.step(self._action(actions[i]))
+                    o, r, term, trunc, _ = env.step(self.env_action(actions[i]))
             except UnsupportedDraw as e:
                 raise ContractViolation(self.side, "step", str(e)) from None
             logs.append(log)
-            rows.append(self._read(i))
+            rows.append(self.read_row(i))
             obs.append(np.array(o, dtype=self.spec.observation.dtype))  # copy: envs may alias state
             reward[i], terminated[i], truncated[i] = float(r), bool(term), bool(trunc)
         drawn = logs_to_array(logs, self.spec.rng.tape_size, sites)
@@ -191,12 +191,12 @@ class GymnasiumDriver(Driver):
     def observe(self, state: State) -> np.ndarray:
         obs = []
         for i, env in enumerate(self._pool(batch_size(state))):
-            self._load(i, state)
+            self.load_row(i, state)
             obs.append(self._observation(env).astype(self.spec.observation.dtype))
         return np.stack(obs)
 
     def source_files(self) -> list[Path]:
-        source = inspect.getsourcefile(type(core(self._envs[0])))
+        source = inspect.getsourcefile(type(core(self.envs[0])))
         return [Path(source)] if source else []
 
     def describe(self) -> str:
@@ -206,7 +206,7 @@ class GymnasiumDriver(Driver):
     def _coverage_scope(self) -> PythonCoverage:
         """The env class's ``step``: the rest of a gymnasium env's file is rendering and
         registration, which the verifier never runs."""
-        step = type(core(self._envs[0])).step
+        step = type(core(self.envs[0])).step
         source = inspect.getsourcefile(step)
         if source is None:
             raise ContractViolation(self.side, "coverage", "the env's step has no source file")
@@ -232,8 +232,8 @@ class GymnasiumDriver(Driver):
     def close(self) -> None:
         if self._coverage is not None:
             self._coverage.close()
-        for env in self._envs:
+        for env in self.envs:
             if callable(getattr(env, "close", None)):
                 env.close()
-        self._envs.clear()
-        self._time_limits.clear()
+        self.envs.clear()
+        self.time_limits.clear()

@@ -33,10 +33,10 @@ class PythonDriver(GymnasiumDriver):
         self.cls = cls
         super().__init__(spec, env_id=target)
 
-    def _make_env(self) -> Any:
+    def make_env(self) -> Any:
         return self.cls(**self.spec.options)
 
-    def _time_limit(self, env: Any) -> Any:
+    def time_limit_of(self, env: Any) -> Any:
         return None
 
     def _coverage_scope(self) -> PythonCoverage:

@@ -48,7 +48,7 @@ def _spec(name: str, reference: str, root: Path, table: dict[str, Any]) -> EnvSp
 
 
 def _observation_length(driver: CDriver) -> int:
-    structs = driver._reset_structs(np.arange(4, dtype=np.uint32))
+    structs = driver.reset_structs(np.arange(4, dtype=np.uint32))
     buffer = np.full(MAX_OBS, np.nan, np.float32)
     driver.lib.envforge_observe(1, structs.ctypes.data, buffer.ctypes.data)
     written = np.flatnonzero(~np.isnan(buffer))
@@ -92,7 +92,7 @@ def draft_c_spec(reference: str, name: str, root: Path, episodes: int = 64) -> D
     driver = CDriver(_spec(name, reference, root, table), path)
     try:
         obs_len = _observation_length(driver)
-        starts = driver._reset_structs(np.arange(episodes, dtype=np.uint32))
+        starts = driver.reset_structs(np.arange(episodes, dtype=np.uint32))
         if discrete:
             action["n"] = _action_count(driver, starts)
         seen = _rollouts(driver, starts, action)

@@ -23,11 +23,11 @@ class CLive:
         self.structs = np.zeros(n, dtype=driver.dtype)
 
     def reset(self, seeds: np.ndarray) -> tuple[State, np.ndarray]:
-        self.structs = self.driver._reset_structs(seeds)
-        return self.read(np.arange(len(seeds))), self.driver._observe_structs(self.structs)
+        self.structs = self.driver.reset_structs(seeds)
+        return self.read(np.arange(len(seeds))), self.driver.observe_structs(self.structs)
 
     def read(self, rows: np.ndarray) -> State:
-        return self.driver._canonical(self.structs[rows])
+        return self.driver.canonical_of(self.structs[rows])
 
     def step(self, rows: np.ndarray, actions: np.ndarray, before: State) -> Transition:
         envs = self.structs[rows]  # a copy: fancy indexing
@@ -36,7 +36,7 @@ class CLive:
         return tr
 
     def replay(self, i: int, seed: int, actions: list[np.ndarray]) -> None:
-        self.structs[i] = self.driver._reset_structs(np.array([seed], np.uint32))[0]
+        self.structs[i] = self.driver.reset_structs(np.array([seed], np.uint32))[0]
         for a in actions:
             self.step(np.array([i]), np.asarray(a)[None], {})
 
@@ -45,7 +45,7 @@ class CLive:
     ) -> tuple[list[str], list[str], dict[str, tuple[str, str]]]:
         """Members outside the canonical state that explain the difference (see live.py)."""
         original = self.structs[i : i + 1].copy()
-        reloaded = self.driver._structs(before)
+        reloaded = self.driver.structs_of(before)
         mapped = set(self.driver.field_map.values())
         names = self.driver.dtype.names or ()
         suspects = [
@@ -54,7 +54,7 @@ class CLive:
         values = {m: (_shown(original[m][0]), _shown(reloaded[m][0])) for m in suspects}
 
         def agrees_with(members: list[str]) -> bool:
-            envs = self.driver._structs(before)
+            envs = self.driver.structs_of(before)
             for m in members:
                 envs[m] = original[m]
             got = self.driver.step_structs(envs, np.asarray(action)[None])

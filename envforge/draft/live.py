@@ -27,8 +27,8 @@ class LiveBatch:
 
     def __init__(self, driver: GymnasiumDriver, n: int) -> None:
         self.driver = driver
-        self.envs = [driver._make_env() for _ in range(n)]
-        self.time_limits = [driver._time_limit(env) for env in self.envs]
+        self.envs = [driver.make_env() for _ in range(n)]
+        self.time_limits = [driver.time_limit_of(env) for env in self.envs]
 
     def reset(self, seeds: np.ndarray) -> tuple[State, np.ndarray]:
         """Each env reset with its seed: the canonical states and the observations."""
@@ -56,7 +56,7 @@ class LiveBatch:
         seeds = row_seeds(before, actions)
         for j, i in enumerate(rows):
             with recording(core(self.envs[i]), int(seeds[j]), RowLog()):
-                o, r, term, trunc, _ = self.envs[i].step(self.driver._action(actions[j]))
+                o, r, term, trunc, _ = self.envs[i].step(self.driver.env_action(actions[j]))
             obs.append(np.array(o, dtype=spec.observation.dtype))
             reward[j], terminated[j], truncated[j] = float(r), bool(term), bool(trunc)
         return Transition(self.read(rows), np.stack(obs), reward, terminated, truncated)
@@ -106,8 +106,8 @@ def outside_state(
     from envforge.verify.compare import compare_transitions
 
     original = live.snapshot(i)
-    driver._load(0, before)
-    reloaded = snapshot(driver._envs[0], driver._time_limits[0])
+    driver.load_row(0, before)
+    reloaded = snapshot(driver.envs[0], driver.time_limits[0])
     mapped = mapped_attributes(driver)
     suspects = [n for n in differing(original, reloaded) if n not in mapped]
     suspects += unmapped_elements(driver, original, reloaded)
@@ -116,7 +116,7 @@ def outside_state(
     uncopyable: set[str] = set()
 
     def agrees_with(names: list[str]) -> bool:
-        driver._load(0, before)
+        driver.load_row(0, before)
         for name in names:
             try:
                 _copy_over(name, live, i, driver)
@@ -124,10 +124,10 @@ def outside_state(
                 uncopyable.add(name)
                 return False
         seed = int(row_seeds(before, np.asarray(action)[None])[0])
-        with recording(core(driver._envs[0]), seed, RowLog()):
-            o, r, term, trunc, _ = driver._envs[0].step(driver._action(action))
+        with recording(core(driver.envs[0]), seed, RowLog()):
+            o, r, term, trunc, _ = driver.envs[0].step(driver.env_action(action))
         got = Transition(
-            {k: v[None] for k, v in driver._read(0).items()},
+            {k: v[None] for k, v in driver.read_row(0).items()},
             np.array(o, dtype=driver.spec.observation.dtype)[None],
             np.array([float(r)]),
             np.array([bool(term)]),
@@ -176,10 +176,10 @@ def _shown(snap: dict[str, Value], name: str) -> str:
 
 def _copy_over(name: str, live: LiveBatch, i: int, driver: GymnasiumDriver) -> None:
     """Copy one attribute (or one array element) from the original into the reloaded env."""
-    target, source = core(driver._envs[0]), core(live.envs[i])
+    target, source = core(driver.envs[0]), core(live.envs[i])
     match = _ELEMENT.match(name)
     if name == ELAPSED_STEPS:
-        driver._time_limits[0]._elapsed_steps = live.time_limits[i]._elapsed_steps
+        driver.time_limits[0]._elapsed_steps = live.time_limits[i]._elapsed_steps
     elif match is not None:
         base, k = match.group(1), int(match.group(2))
         array = np.array(getattr(target, base))
