@@ -142,6 +142,29 @@ def test_compare_states_per_env_and_field() -> None:
     assert compare_states(small_spec("tolerance"), ref, port, exact=True).mismatch[2]
 
 
+def test_a_period_excuses_the_side_of_the_wrap_not_leaving_the_range() -> None:
+    pi = float(np.pi)
+    spec = EnvSpec.model_validate(
+        {
+            "name": "angle",
+            "reference": "toy.c",
+            "episode_cap": 10,
+            "observation": {"shape": [1], "low": -10.0, "high": 10.0},
+            "action": {"type": "discrete", "n": 2},
+            "state": [
+                {"name": "theta", "dtype": "float64", "low": -pi, "high": pi, "period": 2 * pi}
+            ],
+            "rng": {"mode": "sync"},
+            "compare": {"mode": "tolerance", "atol": 1e-6, "rtol": 0.0},
+        }
+    )
+    ref = {"theta": np.array([pi, 0.1, 3.0 - 2 * pi, 3.5])}  # the last outside: not judged
+    port = {"theta": np.array([-pi, 0.1 + 2 * pi, 3.0, 3.5 - 2 * pi])}
+    diff = compare_states(spec, ref, port)
+    # +pi against -pi is one angle; 0.1 + 2 pi is the same angle left unwrapped: a mismatch
+    assert diff.mismatch.tolist() == [False, True, False, False]
+
+
 # ---- threshold flag excuse (tolerance mode) -------------------------------------------------
 
 

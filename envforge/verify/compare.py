@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import State, Transition
-from envforge.spec import EnvSpec
+from envforge.spec import EnvSpec, StateField
 
 FLAGS = ("terminated", "truncated")
 
@@ -74,6 +74,20 @@ def nearest_equivalent(a: np.ndarray, b: np.ndarray, period: float) -> np.ndarra
     return np.where(np.isfinite(shifted), shifted, b64)
 
 
+def _wrapped_in_range(f: StateField, ref: np.ndarray, port: np.ndarray, atol: float) -> np.ndarray:
+    """A period excuses which end of the range an angle sits at (+pi against -pi), not a port
+    that leaves the range the reference wraps into (3.3 where the reference has 3.3 - 2 pi: the
+    same angle, but a state outside the spec's): elementwise, the port's value lies in [low,
+    high] (within ``atol``) wherever the reference's does."""
+    lo = -np.inf if f.low is None else f.low
+    hi = np.inf if f.high is None else f.high
+    a, b = np.asarray(ref, dtype=np.float64), np.asarray(port, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        ref_inside = (a >= lo) & (a <= hi)
+        port_inside = (b >= lo - atol) & (b <= hi + atol)
+    return np.asarray(port_inside | ~ref_inside, dtype=bool)
+
+
 @dataclass
 class Diff:
     """Per-env comparison of two batches. ``ok[k]`` is ``[B]``: key k agrees for that env."""
@@ -108,8 +122,11 @@ def compare_states(spec: EnvSpec, ref: State, port: State, exact: bool = False) 
         atol, rtol = (0.0, 0.0) if exact else spec.tolerance(f.name)
         a, b = ref[f.name], port[f.name]
         if f.period is not None and not exact:
+            in_range = _wrapped_in_range(f, a, b, atol)
             b = nearest_equivalent(a, b, f.period)
-        ok[f.name] = _per_env(values_close(a, b, atol, rtol))
+            ok[f.name] = _per_env(values_close(a, b, atol, rtol) & in_range)
+        else:
+            ok[f.name] = _per_env(values_close(a, b, atol, rtol))
         abs_err[f.name] = _abs_err(a, b)
         if a.dtype.kind == "f":
             u = ulp_distance(a, b)
