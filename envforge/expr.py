@@ -95,7 +95,8 @@ class Expression:
         """``names`` maps each allowed top-level name to its allowed attributes (None: any/none)."""
         self.source = source
         try:
-            tree = ast.parse(source, mode="eval")
+            # parenthesized, so that a long expression may span lines (a TOML multi-line string)
+            tree = ast.parse(f"(\n{source}\n)", mode="eval")
         except SyntaxError as e:
             raise ExprError(f"invalid syntax in {source!r}: {e.msg}") from None
         for node in ast.walk(tree):

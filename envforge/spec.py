@@ -8,6 +8,7 @@ raises :class:`SpecError` naming the file, the key and what was expected.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -160,6 +161,9 @@ class EnvSpec(_Model):
     rng: Rng
     compare: Compare = Compare()
     termination: str | None = None
+    valid: str | None = None
+    """A predicate over the state fields (by name) that holds for every state the reference can
+    be in: L1 and the mutation differential draw only states that satisfy it."""
     event: tuple[Event, ...] = ()
     policy: tuple[Policy, ...] = ()
     c: CSettings | None = None
@@ -214,6 +218,14 @@ class EnvSpec(_Model):
     def policy_expression(self, source: str) -> Expression:
         return _policy_expression(source)
 
+    def valid_mask(self, state: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Which rows of a batched ``state`` satisfy ``valid`` (all of them without one)."""
+        n = len(next(iter(state.values())))
+        if self.valid is None:
+            return np.ones(n, dtype=bool)
+        mask = _state_expression(self.valid, tuple(self.field_names))(**state)
+        return np.broadcast_to(np.asarray(mask, dtype=bool), (n,))
+
 
 # Levels evaluate events, termination and policies every step: parse and validate each once.
 @lru_cache(maxsize=256)
@@ -231,6 +243,11 @@ def _transition_expression(source: str, fields: tuple[str, ...]) -> Expression:
             "obs": None,
         },
     )
+
+
+@lru_cache(maxsize=64)
+def _state_expression(source: str, fields: tuple[str, ...]) -> Expression:
+    return Expression(source, dict.fromkeys(fields))
 
 
 @lru_cache(maxsize=256)
@@ -332,3 +349,8 @@ def _check_semantics(p: Path, spec: EnvSpec) -> None:
             spec.policy_expression(source) if is_policy else spec.expression(source)
         except ExprError as e:
             raise SpecError(p, key, f"a valid expression ({e})") from None
+    if spec.valid is not None:
+        try:
+            _state_expression(spec.valid, tuple(spec.field_names))
+        except ExprError as e:
+            raise SpecError(p, "valid", f"a valid expression over the state fields ({e})") from None

@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT, apply_patch
 
 from envforge.rng.draws import KIND_CODE
-from envforge.rng.recorder import RowLog, UnsupportedDraw, recording
+from envforge.rng.recorder import RowLog, UnsupportedDraw, module_draws, recording
 from envforge.spec import EnvSpec, load_spec
 from envforge.verify.context import VerifyOptions
 from envforge.verify.report import Report
@@ -70,6 +70,37 @@ def test_recorder_refuses_a_draw_it_cannot_record() -> None:
     dice = _Dice()
     with pytest.raises(UnsupportedDraw, match="exponential"), recording(dice, 1, RowLog()):
         dice.np_gen.exponential()
+
+
+class _NoGenerators:
+    pass
+
+
+def test_module_level_draws_are_recorded_and_the_modules_restored() -> None:
+    """rlcard's RandomAgent draws with ``np.random.choice``; ``random.random`` is the other
+    global generator references use."""
+    choice, rand = np.random.choice, random.random
+    log = RowLog()
+    with recording(_NoGenerators(), seed=3, log=log):
+        picked = np.random.choice([5, 6, 7])
+        u = random.random()
+        with pytest.raises(UnsupportedDraw, match="numpy.random.beta"):
+            np.random.beta(1.0, 2.0)
+    assert (np.random.choice, random.random) == (choice, rand)
+    assert [k for k, *_ in log.draws] == [KIND_CODE["choice"], KIND_CODE["random"]]
+    assert picked == [5, 6, 7][int(log.draws[0][3])] and u == log.draws[1][3]
+    again = RowLog()
+    with recording(_NoGenerators(), seed=3, log=again):
+        assert np.random.choice([5, 6, 7]) == picked  # replayable from the seed
+
+
+def test_module_level_draws_during_a_reset_come_from_its_seed() -> None:
+    with module_draws(11):
+        first = (np.random.rand(), random.randint(0, 10**9))
+    with module_draws(11):
+        assert (np.random.rand(), random.randint(0, 10**9)) == first
+    with module_draws(12):
+        assert (np.random.rand(), random.randint(0, 10**9)) != first
 
 
 def test_frozenlake_port_passes_l2_and_l3_under_the_tape() -> None:

@@ -31,7 +31,13 @@ from envforge.backends.base import Driver, State, Transition, batch_size
 from envforge.backends.coverage import LineCoverage, PythonCoverage
 from envforge.errors import BadInput, ContractViolation
 from envforge.rng.draws import DrawLog, row_seeds
-from envforge.rng.recorder import RowLog, UnsupportedDraw, logs_to_array, recording
+from envforge.rng.recorder import (
+    RowLog,
+    UnsupportedDraw,
+    logs_to_array,
+    module_draws,
+    recording,
+)
 from envforge.spec import EnvSpec
 
 POOL_MAX = 64
@@ -129,7 +135,8 @@ class GymnasiumDriver(Driver):
         for i, (env, seed) in enumerate(
             zip(self._pool(len(seeds)), np.asarray(seeds), strict=True)
         ):
-            env.reset(seed=int(seed))
+            with module_draws(int(seed)):
+                env.reset(seed=int(seed))
             rows.append(self.read_row(i))
         return stack_rows(self.spec, rows)
 

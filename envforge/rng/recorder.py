@@ -7,9 +7,14 @@ verifier, and writes each draw (kind, parameters, value, the reference line that
 :class:`RowLog`. Afterwards the original generators are put back untouched.
 
 A method the stand-in does not know raises :class:`UnsupportedDraw` naming it, so a draw is
-never made unrecorded. Draws through module-level state (``random.random()``, ``np.random.rand``)
-are not seen; the L0 determinism check catches a reference that makes them (the same step twice
-then differs).
+never made unrecorded. Draws through module-level state (``np.random.choice(...)``,
+``random.random()``, as rlcard's random agent makes) go through the same stand-ins: for the
+length of the call the draw functions of the ``numpy.random`` and ``random`` modules are replaced
+too, every other draw function of those modules by one that raises :class:`UnsupportedDraw`. A
+reference that imported a draw function by name (``from random import random``) keeps its own
+reference to it and is not seen; L0's determinism check catches it (the same step twice differs).
+During a reset (:func:`module_draws`) the module functions draw, unrecorded, from the reset's
+seed, so that a reference drawing through them still resets deterministically.
 """
 
 from __future__ import annotations
@@ -236,9 +241,62 @@ def generator_attributes(obj: Any) -> list[str]:
     return [k for k, v in vars(obj).items() if isinstance(v, GENERATOR_TYPES)]
 
 
+# The draw functions of the two modules whose global generators references draw through.
+_NUMPY_GLOBAL = np.random.mtrand._rand
+_MODULES: tuple[tuple[Any, type[_Stand], Any], ...] = (
+    (np.random, RandomStateStand, _NUMPY_GLOBAL),
+    (random, RandomStand, random._inst),
+)
+
+
+# (re)seeding and state functions draw nothing: left alone
+_STATE_FUNCTIONS = frozenset({"seed", "get_state", "set_state", "getstate", "setstate"})
+
+
+def _module_functions(module: Any, instance: Any) -> list[str]:
+    """The module's functions that are bound methods of its global generator."""
+    return [
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and name not in _STATE_FUNCTIONS
+        and getattr(value, "__self__", None) is instance
+    ]
+
+
+_PATCHED = [(m, stand, _module_functions(m, inst)) for m, stand, inst in _MODULES]
+
+
+def _refuse(module: Any, name: str) -> Any:
+    def draw(*args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedDraw(
+            f"the RNG tape cannot record {module.__name__}.{name}; supported: random, uniform, "
+            "integers, choice, normal, shuffle (and their aliases)"
+        )
+
+    return draw
+
+
+@contextmanager
+def _modules_drawing_from(source: _Source) -> Iterator[None]:
+    saved: list[tuple[Any, str, Any]] = []
+    try:
+        for module, stand_type, names in _PATCHED:
+            stand = stand_type(source)
+            for name in names:
+                saved.append((module, name, getattr(module, name)))
+                known = name in dir(stand_type)
+                setattr(module, name, getattr(stand, name) if known else _refuse(module, name))
+        yield
+    finally:
+        for module, name, value in reversed(saved):
+            setattr(module, name, value)
+
+
 @contextmanager
 def recording(obj: Any, seed: int, log: RowLog) -> Iterator[None]:
-    """Within the block, ``obj``'s generators draw from ``seed`` and every draw goes to ``log``."""
+    """Within the block, ``obj``'s generators and the module-level draw functions draw from
+    ``seed`` and every draw goes to ``log``."""
     source = _Source(seed, log)
     originals: dict[str, Any] = {}
     for name in generator_attributes(obj):
@@ -247,7 +305,18 @@ def recording(obj: Any, seed: int, log: RowLog) -> Iterator[None]:
             originals[name] = getattr(obj, name)
             setattr(obj, name, stand)
     try:
-        yield
+        with _modules_drawing_from(source):
+            yield
     finally:
         for name, value in originals.items():
             setattr(obj, name, value)
+
+
+MODULE_RESET_SALT = 0x5EED
+
+
+@contextmanager
+def module_draws(seed: int) -> Iterator[None]:
+    """Within the block, the module-level draw functions draw (unrecorded) from ``seed``."""
+    with _modules_drawing_from(_Source(seed ^ MODULE_RESET_SALT, RowLog())):
+        yield

@@ -3,7 +3,9 @@
 Both respect the spec's ranges and over-weight the boundaries (low, high, zero, and for
 integers low + 1 and high - 1), where ports most often go wrong (off-by-one comparisons,
 clips, wraps). A padded list field (``pad``) is drawn as 1 to half its capacity items
-followed by the sentinel, so that the steps from it have room to grow the list.
+followed by the sentinel, so that the steps from it have room to grow the list. A spec's
+``valid`` predicate (a state the reference can be in) filters both: hypothesis filters its
+examples, the batched sampler rejects and redraws.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from envforge.backends.base import State
+from envforge.errors import BadInput
 from envforge.spec import EnvSpec, StateField
 
 DEFAULT_FLOAT_SPAN = 1e3  # fields with no declared range
@@ -92,7 +95,10 @@ def sample_actions(spec: EnvSpec, rng: np.random.Generator, n: int) -> np.ndarra
 
 
 def state_strategy(spec: EnvSpec) -> st.SearchStrategy[dict[str, Any]]:
-    return st.fixed_dictionaries({f.name: field_strategy(f) for f in spec.state})
+    rows = st.fixed_dictionaries({f.name: field_strategy(f) for f in spec.state})
+    if spec.valid is None:
+        return rows
+    return rows.filter(lambda row: bool(spec.valid_mask(stack_states(spec, [row]))[0]))
 
 
 def stack_states(spec: EnvSpec, rows: list[dict[str, Any]]) -> State:
@@ -107,8 +113,30 @@ def stack_actions(spec: EnvSpec, actions: list[Any]) -> np.ndarray:
     return np.asarray(actions, dtype=dtype).reshape(len(actions), *spec.action.shape)
 
 
+VALID_TRIES = 64
+
+
 def sample_states(spec: EnvSpec, rng: np.random.Generator, n: int) -> State:
-    """Uniform states inside the ranges, each value replaced by a boundary with prob 0.1."""
+    """Uniform states inside the ranges, each value replaced by a boundary with prob 0.1; with a
+    spec's ``valid`` predicate, only states that satisfy it (drawn by rejection)."""
+    if spec.valid is None:
+        return _sample_in_ranges(spec, rng, n)
+    kept: list[State] = []
+    have = 0
+    for _ in range(VALID_TRIES):
+        batch = _sample_in_ranges(spec, rng, max(2 * (n - have), 64))
+        ok = spec.valid_mask(batch)
+        kept.append({k: v[ok] for k, v in batch.items()})
+        have += int(ok.sum())
+        if have >= n:
+            return {k: np.concatenate([s[k] for s in kept])[:n] for k in batch}
+    raise BadInput(
+        f"{spec.name}: the spec's valid predicate held for only {have} of the states drawn in "
+        "its ranges; narrow the ranges so that valid states are not rare"
+    )
+
+
+def _sample_in_ranges(spec: EnvSpec, rng: np.random.Generator, n: int) -> State:
     out: State = {}
     for f in spec.state:
         lo, hi = _limits(f)
