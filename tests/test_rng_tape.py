@@ -157,3 +157,15 @@ def test_undeclared_draws_inside_step_are_refused_with_what_to_declare(tmp_path:
     message = level.findings[0].message
     assert "draws random numbers inside step" in message
     assert 'step = "tape"' in message and 'step = "distribution"' in message
+
+
+def test_l4_episodes_draw_afresh_on_every_step() -> None:
+    """Driver.step seeds a row's draws from its state and action: L4's evaluation must not, or
+    every episode from the same start under a deterministic policy plays out the same way."""
+    from envforge.backends.gymnasium import GymnasiumDriver
+    from envforge.train.evaluate import run_episodes
+
+    spec = load_spec(FROZENLAKE_SPEC)
+    driver = GymnasiumDriver(spec, env_id=spec.reference.split(":", 1)[1])
+    stats = run_episodes(driver, spec, lambda obs: np.full(len(obs), 2), np.zeros(32, np.uint32))
+    assert len(set(stats.lengths.tolist())) > 1  # the same start, the same actions, other slips

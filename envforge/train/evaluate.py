@@ -82,6 +82,15 @@ def run_episodes(
     counts = {name: np.zeros(n, dtype=np.int64) for name in events}
     event_rewards = {name: np.zeros(n) for name in events}
     trace: list[np.ndarray] = []
+    # A step that draws (an RNG tape or distribution spec) draws afresh on every step of every
+    # episode: Driver.step seeds its draws from the state and action alone, so the same deal
+    # met twice would be played out the same way (and a port's key derived from its canonical
+    # state can repeat across states), which made L4 compare quasi-deterministic opponents.
+    fresh = (
+        np.random.default_rng(np.random.SeedSequence([int(x) for x in seeds]))
+        if spec.rng.step != "none"
+        else None
+    )
 
     for _ in range(cap):
         idx = np.flatnonzero(active)
@@ -92,10 +101,16 @@ def run_episodes(
         # step a fixed-size batch (live rows, padded with copies of the first) so a jitted
         # port compiles one shape rather than one per number of unfinished episodes
         pad = np.zeros(n - len(idx), dtype=np.int64)
-        padded = driver.step(
-            take_state(state, np.concatenate([idx, idx[pad]])),
-            np.concatenate([actions, actions[pad]]),
-        )
+        rows = take_state(state, np.concatenate([idx, idx[pad]]))
+        if fresh is None:
+            padded = driver.step(rows, np.concatenate([actions, actions[pad]]))
+        else:
+            padded, _ = driver.step_draws(
+                rows,
+                np.concatenate([actions, actions[pad]]),
+                fresh.integers(0, 2**63, size=n, dtype=np.uint64),
+                None,
+            )
         tr = padded.take(slice(0, len(idx)))
         for name, expr in events.items():
             fired = np.broadcast_to(
