@@ -147,6 +147,9 @@ class VerifySettings(_Model):
     l3_episodes: Count = 100
     l3_max_steps: Annotated[int | None, bounds.field(bounds.AT_LEAST_ONE)] = None
     timeout_s: Seconds = 120.0
+    constrain: str | None = None
+    """``file.py:function`` (relative to the spec): maps every batch of drawn states (a dict of
+    ``[B, ...]`` arrays) to valid ones, e.g. a program counter snapped onto an instruction."""
 
 
 class EnvSpec(_Model):
