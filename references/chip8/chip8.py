@@ -377,5 +377,5 @@ def meaningful_states(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     state["pc"] = _snap(state["pc"], ROM_START, ROM_END - 1, INSTRUCTIONS)
     stack = state["stack"]
     below = np.arange(16)[None, :] < state["sp"][:, None]
-    state["stack"] = np.where(below, _snap(stack, ROM_START, ROM_END - 1, RETURN_SITES), stack)
+    state["stack"] = np.where(below, _snap(stack, 0, ROM_END - 1, RETURN_SITES), stack)
     return state
