@@ -141,9 +141,8 @@ def test_meaningful_states_keep_the_program_and_a_consistent_stack():
     rom = np.frombuffer(chip8.ROM, np.uint8)[: chip8.CODE_END - 0x200]
     assert (state["memory"][:, 0x200 : chip8.CODE_END] == rom).all()
     assert np.isin(state["pc"], chip8.INSTRUCTIONS).all()
-    below = np.arange(16)[None, :] < state["sp"][:, None]
-    assert np.isin(state["stack"][below], chip8.RETURN_SITES).all()
-    assert not np.isin(state["stack"][~below], chip8.RETURN_SITES).all()  # drawn freely
+    assert np.isin(state["stack"], chip8.RETURN_SITES).all()
+    assert len(np.unique(state["pc"])) > 100 and len(np.unique(state["stack"])) == 14
     assert set(np.unique(state["memory"][:, chip8.OVER])) == {0, 1}
 
 

@@ -6,6 +6,7 @@ Syntax, one statement per line, ``;`` starts a comment:
     NAME = 0x2F             a constant
     LD V3, 0x10             an instruction: mnemonic, then comma-separated operands
     db 0xF0, 0x90, 7        data bytes
+    org 0x3A0               zero bytes up to this address (data at a fixed place)
 
 Operands: registers ``V0``..``VF``, ``I``, ``DT``, ``ST``, ``K``, ``F``, ``B``, ``[I]``; numbers
 (decimal, ``0x``, ``0b``); labels and constants; sums and differences of those (``ball + 1``).
@@ -182,12 +183,20 @@ def assemble(source: str) -> Program:
             symbols[ops[0]] = _value(ops[1], symbols, line)
         elif mn == "DB":
             address += len(ops)
+        elif mn == "ORG":
+            target = _value(ops[0], symbols, line) if len(ops) == 1 else -1
+            if target < address:
+                raise AsmError(f"line {line}: org {ops} is behind the current address")
+            address = target
         elif mn:
             address += 2
     code = bytearray()
     instructions: list[int] = []
     for line, _, mn, ops in statements:  # pass 2: bytes
         if mn in ("", "="):
+            continue
+        if mn == "ORG":
+            code += bytes(_value(ops[0], symbols, line) - ORIGIN - len(code))
             continue
         if mn == "DB":
             for o in ops:

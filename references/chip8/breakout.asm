@@ -99,6 +99,7 @@ hit:                        ; the ball landed on a lit pixel: the paddle or a br
     DRW V0, V7, 1           ; erase the brick (this redraws the ball's pixel)
     LD V0, 0
     SUBN V9, V0             ; dy = -dy
+    LD VE, VF               ; (the borrow flag, kept for inspection)
     CALL hud                ; erase the old score
     ADD VA, 1
     CALL hud
@@ -118,6 +119,7 @@ hit_paddle:
     LD V9, 0xFF
     LD V0, V6
     SUB V0, V4              ; where on the paddle (0..5)
+    LD VE, VF
     LD V8, 1
     LD V1, 3
     SUB V0, V1              ; VF = 1 when it hit the right half
@@ -179,16 +181,19 @@ hud:                        ; XOR-draws the score (3 digits) and the lives (1 di
     DRW V3, VD, 5
     RET
 
-selftest:                   ; power-on self-test: every opcode the game does not use, once
-    SYS 0x000               ; 0NNN: ignored
+selftest:                   ; power-on self-test: every opcode the game does not use, once;
+    SYS 0x000               ; 0NNN: ignored          each flag kept in a register and stored
     LD V0, 0x5A
     LD V1, 0x0F
     OR V0, V1               ; 8XY1
     XOR V0, V1              ; 8XY3
     LD V2, 0xC8
     ADD V2, V0              ; 8XY4 (carry)
+    LD V6, VF
     SHR V3, V2              ; 8XY6
+    LD V7, VF
     SHL V2, V3              ; 8XYE
+    LD V8, VF
     SE V2, V3               ; 5XY0
     SNE V2, V3              ; 9XY0
     ADD V0, 1
@@ -208,8 +213,8 @@ selftest_bad:
 selftest_ok:
     LD V4, DT               ; FX07
     LD I, selftest_out
-    ADD I, V1               ; FX1E
-    LD [I], V5              ; FX55: V0..V5 at selftest_out + 15
+    ADD I, V4               ; FX1E
+    LD [I], V8              ; FX55: V0..V8
     LD I, selftest_out
     LD V5, [I]              ; FX65
     LD V0, 0
@@ -224,6 +229,7 @@ brick1:
     db 0xE0
 brick3:
     db 0xE0, 0xE0, 0xE0
+    org 0x3A0               ; the game's variables at fixed addresses
 score:
     db 0
 lives:

@@ -350,7 +350,7 @@ MISC = {
 
 
 # ---- meaningful states for the verifier ([verify] constrain in env.toml) ------------------------
-CODE_END = PROGRAM.symbols["score"]  # code and sprites end here; the game's variables follow
+CODE_END = PROGRAM.symbols["score"]  # code and sprites end before; the game's variables from here
 INSTRUCTIONS = np.array(PROGRAM.instructions, dtype=np.int32)
 RETURN_SITES = np.array(
     [a + 2 for a in PROGRAM.instructions if ROM[a - ROM_START] >> 4 == 0x2], dtype=np.int32
@@ -367,15 +367,13 @@ def _snap(values: np.ndarray, low: int, high: int, onto: np.ndarray) -> np.ndarr
 
 def meaningful_states(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Drawn canonical states made ones the machine can be in: the font and the program (code
-    and sprites) in memory, the PC on an instruction of the program, the stack below SP holding
-    return addresses (the instruction after a CALL). Registers, timers, the screen and the
+    and sprites) in memory, the PC on an instruction of the program, every stack slot holding a
+    return address (the instruction after a CALL; SP wraps, so a RET at SP 0 pops slot 15). Registers, timers, the screen and the
     game's variables in memory keep their drawn values (the OVER flag only its low bit)."""
     memory = state["memory"]
     memory[:, : len(FONT)] = np.frombuffer(FONT, dtype=np.uint8)
     memory[:, ROM_START:CODE_END] = np.frombuffer(ROM[: CODE_END - ROM_START], dtype=np.uint8)
     memory[:, OVER] &= 1  # half the drawn games over, half running
-    state["pc"] = _snap(state["pc"], ROM_START, ROM_END - 1, INSTRUCTIONS)
-    stack = state["stack"]
-    below = np.arange(16)[None, :] < state["sp"][:, None]
-    state["stack"] = np.where(below, _snap(stack, 0, ROM_END - 1, RETURN_SITES), stack)
+    state["pc"] = _snap(state["pc"], ROM_START, CODE_END - 1, INSTRUCTIONS)
+    state["stack"] = _snap(state["stack"], 0, CODE_END - 1, RETURN_SITES)
     return state
