@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import ROOT
 from hypothesis import given, settings
 
 from envforge.backends.jax import load_module
 from envforge.spec import load_spec
 from envforge.verify.strategies import sample_states, stack_states, state_strategy
-
-from conftest import ROOT
 
 CHIP8_DIR = ROOT / "references" / "chip8"
 chip8 = load_module(CHIP8_DIR / "chip8.py")

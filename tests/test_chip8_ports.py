@@ -50,13 +50,15 @@ def differences(spec, reference: Driver, port: Driver, n: int, seed: int) -> lis
             differ.append(name)
     seeds = rng.integers(0, 2**32, size=64, dtype=np.uint64).astype(np.uint32)
     ref_reset, out_reset = reference.reset(seeds), port.reset(seeds)
-    differ += [f"reset {n}" for n in spec.field_names if not np.array_equal(ref_reset[n], out_reset[n])]
+    differ += [
+        f"reset {n}" for n in spec.field_names if not np.array_equal(ref_reset[n], out_reset[n])
+    ]
     return differ
 
 
 def test_ports_embed_the_assembled_rom():
     rom = reference_module.ROM
-    assert load_module(JAX).ROM == rom
+    assert rom == load_module(JAX).ROM
     source = (RUST / "src" / "chip8.rs").read_text()
     body = re.search(r"pub const ROM: \[u8; (\d+)\] = \[(.*?)\];", source, re.S)
     assert body is not None and int(body.group(1)) == len(rom)

@@ -24,7 +24,6 @@ kind          asked                                  value
 from __future__ import annotations
 
 import hashlib
-
 from dataclasses import dataclass, field
 
 import numpy as np

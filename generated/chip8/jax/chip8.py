@@ -248,10 +248,14 @@ def nop(m: EnvState, op: Op) -> Effect:
     return no_effect(m)
 
 
-ALU = [op_8xy0, op_8xy1, op_8xy2, op_8xy3, op_8xy4, op_8xy5, op_8xy6, op_8xy7] + [nop] * 6 + [
-    op_8xye,
-    nop,
-]
+ALU = (
+    [op_8xy0, op_8xy1, op_8xy2, op_8xy3, op_8xy4, op_8xy5, op_8xy6, op_8xy7]
+    + [nop] * 6
+    + [
+        op_8xye,
+        nop,
+    ]
+)
 
 
 def family_8(m: EnvState, op: Op) -> Effect:
@@ -337,9 +341,7 @@ def op_fx55(m: EnvState, op: Op) -> Effect:
 def op_fx65(m: EnvState, op: Op) -> Effect:
     k = jnp.arange(16, dtype=jnp.int32)
     loaded = m.memory[(m.I + k) & 0xFFF]
-    return no_effect(m)._replace(
-        V=jnp.where(k <= op.x, loaded, m.V), I=(m.I + op.x + 1) & 0xFFF
-    )
+    return no_effect(m)._replace(V=jnp.where(k <= op.x, loaded, m.V), I=(m.I + op.x + 1) & 0xFFF)
 
 
 MISC = [nop, op_fx07, op_fx0a, op_fx15, op_fx18, op_fx1e, op_fx29, op_fx33, op_fx55, op_fx65]
