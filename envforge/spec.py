@@ -150,6 +150,9 @@ class VerifySettings(_Model):
     constrain: str | None = None
     """``file.py:function`` (relative to the spec): maps every batch of drawn states (a dict of
     ``[B, ...]`` arrays) to valid ones, e.g. a program counter snapped onto an instruction."""
+    explain: str | None = None
+    """``file.py:function`` (relative to the spec): ``f(state_before, action, keys) -> str``,
+    text added to a step finding (e.g. which opcode handler wrote the diverging field)."""
 
 
 class EnvSpec(_Model):

@@ -154,3 +154,24 @@ def test_hypothesis_draws_large_fields_sparsely_and_constrained(row):
     state = stack_states(spec, [row])
     assert state["pc"][0] in chip8.INSTRUCTIONS
     assert state["memory"].dtype == np.uint8
+
+
+def test_explain_names_the_handler_that_wrote_a_diverging_field():
+    spec = load_spec(CHIP8_DIR)
+    state = {k: v[0] for k, v in sample_states(spec, np.random.default_rng(5), 1).items()}
+    shr = next(
+        a
+        for a in chip8.INSTRUCTIONS
+        if chip8.ROM[a - 0x200] & 0xF0 == 0x80 and chip8.ROM[a - 0x1FF] & 0xF == 6
+    )
+    state["pc"] = np.int32(shr)
+    text = chip8.explain_step(state, 0, ["V", "obs"])
+    assert f"8XY6 (op_8xy6) at PC 0x{shr:03X}: V[3], V[15]" in text
+    assert text.splitlines()[-1].startswith(f"instructions run (pattern@PC): 8XY6@{shr:03X}")
+    assert "2NNN (op_2nnn)" in chip8.explain_step(state, 0, ["stack"])  # RET, then a CALL
+    loop = asm.assemble("LD V1, 5\nhere: JP here").code  # writes V1, then spins
+    state["memory"][0x200 : 0x200 + len(loop)] = np.frombuffer(loop, np.uint8)
+    state["pc"] = np.int32(0x200)
+    text = chip8.explain_step(state, 0, ["framebuffer", "V"])
+    assert "no instruction of the reference's step wrote framebuffer" in text
+    assert "V written in the reference's step by 6XNN (op_6xnn) at PC 0x200: V[1]" in text

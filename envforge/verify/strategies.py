@@ -27,7 +27,7 @@ DEFAULT_FLOAT_SPAN = 1e3  # fields with no declared range
 BOUNDARY_P = 0.1
 SPARSE_OVER = 256
 SPARSE_WRITES = 24
-_CONSTRAINTS: dict[str, Callable[[State], State]] = {}
+_HOOKS: dict[str, Callable[..., Any]] = {}
 
 
 def _limits(f: StateField) -> tuple[float, float]:
@@ -79,30 +79,30 @@ def _sparse(f: StateField, size: int, fill: Any, writes: list[tuple[int, Any]]) 
     return flat.reshape(f.shape)
 
 
-def constraint(spec: EnvSpec) -> Callable[[State], State] | None:
-    """The spec's ``[verify] constrain`` function (``file.py:function``), loaded once."""
-    target = spec.verify.constrain
+def spec_function(spec: EnvSpec, key: str) -> Callable[..., Any] | None:
+    """The spec's ``[verify] <key>`` function (``file.py:function``), loaded once."""
+    target = getattr(spec.verify, key)
     if target is None:
         return None
     path_text, _, name = target.rpartition(":")
     path = Path(path_text) if Path(path_text).is_absolute() else spec.root / path_text
-    key = f"{path.resolve()}:{name}"
-    if key not in _CONSTRAINTS:
+    cache_key = f"{path.resolve()}:{name}"
+    if cache_key not in _HOOKS:
         from envforge.backends.jax import load_module
         from envforge.errors import BadInput
 
         if not path.is_file():
-            raise BadInput(f"{spec.name}: [verify] constrain: no file {path}")
+            raise BadInput(f"{spec.name}: [verify] {key}: no file {path}")
         function = getattr(load_module(path), name, None)
         if not callable(function):
-            raise BadInput(f"{spec.name}: [verify] constrain: {path} has no function {name!r}")
-        _CONSTRAINTS[key] = function
-    return _CONSTRAINTS[key]
+            raise BadInput(f"{spec.name}: [verify] {key}: {path} has no function {name!r}")
+        _HOOKS[cache_key] = function
+    return _HOOKS[cache_key]
 
 
 def constrained(spec: EnvSpec, state: State) -> State:
     """``state`` made valid by the spec's constraint (unchanged without one), spec dtypes kept."""
-    function = constraint(spec)
+    function = spec_function(spec, "constrain")
     if function is None:
         return state
     out = function({k: v.copy() for k, v in state.items()})

@@ -377,3 +377,93 @@ def meaningful_states(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     state["pc"] = _snap(state["pc"], ROM_START, CODE_END - 1, INSTRUCTIONS)
     state["stack"] = _snap(state["stack"], 0, CODE_END - 1, RETURN_SITES)
     return state
+
+
+# ---- opcode-level explanation of a finding ([verify] explain in env.toml) -----------------------
+ALU_NAMES = {0x0: "8XY0", 0x1: "8XY1", 0x2: "8XY2", 0x3: "8XY3", 0x4: "8XY4", 0x5: "8XY5",
+             0x6: "8XY6", 0x7: "8XY7", 0xE: "8XYE"}  # fmt: skip
+MISC_NAMES = {0x07: "FX07", 0x0A: "FX0A", 0x15: "FX15", 0x18: "FX18", 0x1E: "FX1E",
+              0x29: "FX29", 0x33: "FX33", 0x55: "FX55", 0x65: "FX65"}  # fmt: skip
+FAMILY_NAMES = ("0NNN", "1NNN", "2NNN", "3XNN", "4XNN", "5XY0", "6XNN", "7XNN", "8XY?", "9XY0",
+                "ANNN", "BNNN", "CXNN", "DXYN", "EX??", "FX??")  # fmt: skip
+# which canonical field a transition key is computed from
+DERIVED = {"obs": "V", "reward": "memory", "terminated": "memory", "truncated": "frame"}
+
+
+def opcode_name(op: int) -> str:
+    """The pattern of an instruction word (``8XY6``), as the handlers are named."""
+    family = op >> 12
+    if family == 0:
+        return {0x00E0: "00E0", 0x00EE: "00EE"}.get(op, "0NNN")
+    if family == 8:
+        return ALU_NAMES.get(op & 0xF, f"8XY{op & 0xF:X} (no-op)")
+    if family == 0xE:
+        return {0x9E: "EX9E", 0xA1: "EXA1"}.get(op & 0xFF, f"EX{op & 0xFF:02X} (no-op)")
+    if family == 0xF:
+        return MISC_NAMES.get(op & 0xFF, f"FX{op & 0xFF:02X} (no-op)")
+    return FAMILY_NAMES[family]
+
+
+def _machine_fields(m: Chip8Breakout) -> dict[str, np.ndarray]:
+    return {
+        "memory": np.frombuffer(bytes(m.mem), np.uint8),
+        "V": np.array(m.reg),
+        "I": np.array([m.i]),
+        "pc": np.array([m.pc]),
+        "sp": np.array([m.sp]),
+        "stack": np.array(m.ret),
+        "delay_timer": np.array([m.delay_timer]),
+        "sound_timer": np.array([m.sound_timer]),
+        "framebuffer": np.frombuffer(bytes(m.fb), np.uint8),
+        "rng": np.array([m.rng]),
+    }
+
+
+def _element(field: str, index: int) -> str:
+    if field == "framebuffer":
+        return f"framebuffer[{index // WIDTH}][{index % WIDTH}]"
+    return f"{field}[{index}]" if field in ("memory", "V", "stack") else field
+
+
+def explain_step(state: dict[str, Any], action: Any, fields: list[str]) -> str:
+    """Which instructions of the reference's step wrote each diverging field (and elements):
+    the finding then names the opcode handler, e.g. ``V[15] by 8XY6 at PC 0x35A``."""
+    m = Chip8Breakout()
+    for name, attr in (("memory", "memory"), ("V", "v"), ("stack", "stack"),
+                       ("framebuffer", "framebuffer")):  # fmt: skip
+        setattr(m, attr, np.asarray(state[name]).copy())
+    for name in ("I", "pc", "sp", "delay_timer", "sound_timer", "rng"):
+        setattr(m, name.lower() if name == "I" else name, int(state[name]))
+    m.keys = np.zeros(16, dtype=np.uint8)
+    key = KEYMAP[int(action)] if 0 <= int(action) < len(KEYMAP) else -1
+    if key >= 0:
+        m.keys[key] = 1
+    m._load()
+    writes: dict[str, list[str]] = {}
+    ran: list[str] = []
+    for _ in range(m.instructions_per_frame):
+        pc = m.pc
+        op = m.mem[pc] << 8 | m.mem[(pc + 1) & 0xFFF]
+        before = _machine_fields(m)
+        m.execute()
+        after = _machine_fields(m)
+        name = opcode_name(op)
+        ran.append(f"{name}@{pc:03X}")
+        for field, old in before.items():
+            changed = np.flatnonzero(old != after[field])
+            if field == "pc" or not len(changed):
+                continue
+            elements = ", ".join(_element(field, int(k)) for k in changed[:4])
+            writes.setdefault(field, []).append(
+                f"{name} (op_{name.lower()}) at PC 0x{pc:03X}: {elements}"
+            )
+    lines = []
+    for key in dict.fromkeys(DERIVED.get(f, f) for f in fields):
+        if key in writes:
+            lines.append(f"{key} written in the reference's step by " + "; ".join(writes[key][:6]))
+        elif key in ("delay_timer", "sound_timer", "frame", "keys"):
+            lines.append(f"{key} is updated once per frame, after the instructions")
+        else:
+            lines.append(f"no instruction of the reference's step wrote {key}: a port handler that "
+                         "should not have (see the instructions run below)")  # fmt: skip
+    return "\n".join(lines + ["instructions run (pattern@PC): " + " ".join(ran)])
