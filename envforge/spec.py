@@ -148,6 +148,12 @@ class VerifySettings(_Model):
     l3_episodes: Count = 100
     l3_max_steps: Annotated[int | None, bounds.field(bounds.AT_LEAST_ONE)] = None
     timeout_s: Seconds = 120.0
+    constrain: str | None = None
+    """``file.py:function`` (relative to the spec): maps every batch of drawn states (a dict of
+    ``[B, ...]`` arrays) to valid ones, e.g. a program counter snapped onto an instruction."""
+    explain: str | None = None
+    """``file.py:function`` (relative to the spec): ``f(state_before, action, keys) -> str``,
+    text added to a step finding (e.g. which opcode handler wrote the diverging field)."""
 
 
 class EnvSpec(_Model):

@@ -14,6 +14,7 @@ from envforge.spec import EnvSpec
 from envforge.verify.compare import Diff, compare_states
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.localize import locate
+from envforge.verify.strategies import spec_function
 
 
 @dataclass
@@ -95,6 +96,11 @@ class VerifyContext:
         if elements:
             extra.setdefault("extra", {})["elements"] = elements
         named = ", ".join(keys) + (f" (first at {', '.join(elements)})" if elements else "")
+        if state_before is not None:
+            explained = _explain(self.spec, _single(state_before, i), extra.get("actions"), keys)
+            if explained:  # the spec's own words on where (the opcode handler): in the message
+                extra.setdefault("extra", {})["explain"] = explained
+                named += "; " + "; ".join(explained.splitlines()[:-1] or explained.splitlines())
         return Finding(
             level=level,
             check=check,
@@ -108,6 +114,17 @@ class VerifyContext:
             port_lines=port_lines,
             **extra,
         )
+
+
+def _explain(spec: EnvSpec, state: dict[str, Any], actions: Any, keys: list[str]) -> str:
+    """The spec's ``[verify] explain`` text for a step finding (empty without one)."""
+    function = spec_function(spec, "explain")
+    if function is None or not actions:
+        return ""
+    try:
+        return str(function(state, actions[-1], keys))
+    except Exception as e:  # an explanation must never hide the finding itself
+        return f"([verify] explain failed: {type(e).__name__}: {e})"
 
 
 def _single(state: State, i: int) -> dict[str, Any]:

@@ -3,13 +3,20 @@
 Both respect the spec's ranges and over-weight the boundaries (low, high, zero, and for
 integers low + 1 and high - 1), where ports most often go wrong (off-by-one comparisons,
 clips, wraps). A padded list field (``pad``) is drawn as 1 to half its capacity items
-followed by the sentinel, so that the steps from it have room to grow the list. A spec's
-``valid`` predicate (a state the reference can be in) filters both: hypothesis filters its
-examples, the batched sampler rejects and redraws.
+followed by the sentinel, so that the steps from it have room to grow the list.
+
+Fields of more than ``SPARSE_OVER`` elements (memory, framebuffers) are drawn by hypothesis as
+one fill value plus up to ``SPARSE_WRITES`` single elements set (shrinking to few changes; a
+list of thousands of elements would overrun hypothesis' buffer). A spec's ``[verify] constrain``
+function then maps every drawn batch to valid states, and its ``valid`` predicate (a state the
+reference can be in) filters what remains: hypothesis filters its examples, the batched sampler
+rejects and redraws (see docs/SPEC.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -21,6 +28,9 @@ from envforge.spec import EnvSpec, StateField
 
 DEFAULT_FLOAT_SPAN = 1e3  # fields with no declared range
 BOUNDARY_P = 0.1
+SPARSE_OVER = 256
+SPARSE_WRITES = 24
+_HOOKS: dict[str, Callable[..., Any]] = {}
 
 
 def _limits(f: StateField) -> tuple[float, float]:
@@ -57,9 +67,49 @@ def field_strategy(f: StateField) -> st.SearchStrategy[Any]:
         return st.lists(scalar, min_size=1, max_size=max(1, size // 2)).map(
             lambda xs: np.asarray(xs + [pad] * (size - len(xs)), dtype=f.np_dtype).reshape(f.shape)
         )
+    if size > SPARSE_OVER:
+        writes = st.lists(st.tuples(st.integers(0, size - 1), scalar), max_size=SPARSE_WRITES)
+        return st.tuples(scalar, writes).map(lambda fw: _sparse(f, size, *fw))
     return st.lists(scalar, min_size=size, max_size=size).map(
         lambda xs: np.asarray(xs, dtype=f.np_dtype).reshape(f.shape)
     )
+
+
+def _sparse(f: StateField, size: int, fill: Any, writes: list[tuple[int, Any]]) -> np.ndarray:
+    flat = np.full(size, fill, dtype=f.np_dtype)
+    for index, value in writes:
+        flat[index] = value
+    return flat.reshape(f.shape)
+
+
+def spec_function(spec: EnvSpec, key: str) -> Callable[..., Any] | None:
+    """The spec's ``[verify] <key>`` function (``file.py:function``), loaded once."""
+    target = getattr(spec.verify, key)
+    if target is None:
+        return None
+    path_text, _, name = target.rpartition(":")
+    path = Path(path_text) if Path(path_text).is_absolute() else spec.root / path_text
+    cache_key = f"{path.resolve()}:{name}"
+    if cache_key not in _HOOKS:
+        from envforge.backends.jax import load_module
+        from envforge.errors import BadInput
+
+        if not path.is_file():
+            raise BadInput(f"{spec.name}: [verify] {key}: no file {path}")
+        function = getattr(load_module(path), name, None)
+        if not callable(function):
+            raise BadInput(f"{spec.name}: [verify] {key}: {path} has no function {name!r}")
+        _HOOKS[cache_key] = function
+    return _HOOKS[cache_key]
+
+
+def constrained(spec: EnvSpec, state: State) -> State:
+    """``state`` made valid by the spec's constraint (unchanged without one), spec dtypes kept."""
+    function = spec_function(spec, "constrain")
+    if function is None:
+        return state
+    out = function({k: v.copy() for k, v in state.items()})
+    return {f.name: np.asarray(out[f.name], dtype=f.np_dtype) for f in spec.state}
 
 
 def action_strategy(spec: EnvSpec) -> st.SearchStrategy[Any]:
@@ -102,10 +152,11 @@ def state_strategy(spec: EnvSpec) -> st.SearchStrategy[dict[str, Any]]:
 
 
 def stack_states(spec: EnvSpec, rows: list[dict[str, Any]]) -> State:
-    return {
+    state = {
         f.name: np.asarray([r[f.name] for r in rows], dtype=f.np_dtype).reshape(len(rows), *f.shape)
         for f in spec.state
     }
+    return constrained(spec, state)
 
 
 def stack_actions(spec: EnvSpec, actions: list[Any]) -> np.ndarray:
@@ -162,4 +213,4 @@ def _sample_in_ranges(spec: EnvSpec, rng: np.random.Generator, n: int) -> State:
             flat[np.arange(size)[None, :] >= lengths[:, None]] = f.pad
             values = flat.reshape(shape)
         out[f.name] = values.astype(f.np_dtype)
-    return out
+    return constrained(spec, out)
