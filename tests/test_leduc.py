@@ -116,3 +116,9 @@ def test_opponent_choosing_among_all_four_actions_is_an_rng_tape_finding(tmp_pat
 def test_port_passes_l0_to_l3_at_full_scale() -> None:
     report = verify(load_spec(SPEC), PORT.parent, [0, 1, 2, 3])
     assert report.verdict == "equivalent", [lv.summary for lv in report.levels]
+
+
+@pytest.mark.slow
+def test_l4_policies_trained_on_the_port_transfer_to_the_reference() -> None:
+    level = verify(load_spec(SPEC), PORT.parent, [4], VerifyOptions(isolate=False)).levels[0]
+    assert level.status == "pass", level.summary
