@@ -92,7 +92,7 @@ l2_examples = 5
 l3_episodes = 10
 """
 
-COUNTER_PORT = '''\
+COUNTER_PORT = """\
 from typing import NamedTuple
 
 import jax
@@ -127,7 +127,7 @@ def to_canonical(state):
 
 def from_canonical(fields):
     return EnvState(**fields)
-'''
+"""
 
 
 def counter_env(tmp_path: Path, hostile: str = "", at: int = 1000) -> tuple[Path, Path]:

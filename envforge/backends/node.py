@@ -39,7 +39,9 @@ from envforge.spec import EnvSpec
 RUNNER = Path(__file__).with_name("node_runner.js")
 NODE_DTYPES = ("float32", "float64", "int32", "uint32", "uint8", "bool")
 """Field dtypes a typed array holds exactly (64-bit integers would need BigInt)."""
-_PATH = re.compile(r"^[A-Za-z_$][\w$]*(?:\[(?:\*|\d+)\])*(?:\.[A-Za-z_$][\w$]*(?:\[(?:\*|\d+)\])*)*$")
+_PATH = re.compile(
+    r"^[A-Za-z_$][\w$]*(?:\[(?:\*|\d+)\])*(?:\.[A-Za-z_$][\w$]*(?:\[(?:\*|\d+)\])*)*$"
+)
 
 
 def _pad8(n: int) -> int:
@@ -124,7 +126,9 @@ class NodeDriver(Driver):
             if not ready:
                 self._kill()
                 raise DriverTimeout(
-                    self.side, call, f"did not return within {self.timeout_s:g} s (node killed)",
+                    self.side,
+                    call,
+                    f"did not return within {self.timeout_s:g} s (node killed)",
                     self._stderr_tail(),
                 )
             chunk = os.read(self._reply, min(n - got, 1 << 20))
@@ -223,6 +227,13 @@ class NodeDriver(Driver):
         n = len(next(iter(state.values())))
         _, payload = self._call("observe", {"n": n}, self._encode_state(state))
         return self._obs(payload, n, 0)[0]
+
+    def explain(self, state: State, actions: np.ndarray) -> list[str] | None:
+        n = len(actions)
+        acts = np.ascontiguousarray(actions, dtype=np.int32).reshape(n)
+        reply, _ = self._call("explain", {"n": n}, self._encode_state(state) + acts.tobytes())
+        texts = reply.get("texts")
+        return None if texts is None else [str(t) for t in texts]
 
     def reset_fingerprint(self) -> str | None:
         import hashlib

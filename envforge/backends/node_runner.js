@@ -251,6 +251,15 @@ const handlers = {
     });
     return [{}, [...readState(battles), observeAll(battles), reward, terminated, truncated]];
   },
+  // the reference's own words for each env's state and action (its optional export explain)
+  explain(header, payload) {
+    if (typeof reference.explain !== "function") return [{ texts: null }, []];
+    const { arrays, at } = parseState(payload, header.n);
+    const actions = new Int32Array(header.n);
+    new Uint8Array(actions.buffer).set(payload.subarray(at, at + 4 * header.n));
+    const texts = objectsOf(arrays, header.n).map((b, i) => String(reference.explain(b, actions[i])));
+    return [{ texts }, []];
+  },
   observe(header, payload) {
     const { arrays } = parseState(payload, header.n);
     return [{}, [observeAll(objectsOf(arrays, header.n))]];

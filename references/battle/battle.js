@@ -419,30 +419,75 @@ function step(battle, action) {
 // Constant scales are powers of two, so every entry but the hp fractions is exact in float32;
 // an hp fraction is one division of two small integers (correctly rounded either way).
 
-function observe(battle, out) {
+function observe(battle, obs) {
   const [me, opp] = battle.sides;
   let i = 0;
   for (const side of [me, opp]) {
     for (let k = 0; k < TEAM; k++) {
       const mon = side.team[k];
-      out[i++] = mon.hp / maxHp(mon.species);
-      out[i++] = mon.status / 4;
-      out[i++] = k === side.active ? 1 : 0;
+      obs[i++] = mon.hp / maxHp(mon.species);
+      obs[i++] = mon.status / 4;
+      obs[i++] = k === side.active ? 1 : 0;
     }
   }
   const mine = me.team[me.active];
   const theirs = opp.team[opp.active];
-  out[i++] = SPECIES[mine.species][1] / 16;
-  out[i++] = SPECIES[mine.species][2] / 16;
-  out[i++] = SPECIES[theirs.species][1] / 16;
-  out[i++] = SPECIES[theirs.species][2] / 16;
-  for (const side of [me, opp]) for (let k = 0; k < 5; k++) out[i++] = side.stages[k] / 8;
-  for (let k = 0; k < 4; k++) out[i++] = MOVES[mine.moves[k]][3] / 256;
-  for (let k = 0; k < 4; k++) out[i++] = effectiveness(MOVES[mine.moves[k]][1], theirs.species) / 16;
-  out[i++] = me.charge / 4;
-  out[i++] = battle.turn / 256;
-  for (const legal of legalMask(me)) out[i++] = legal;
-  return out;
+  obs[i++] = SPECIES[mine.species][1] / 16;
+  obs[i++] = SPECIES[mine.species][2] / 16;
+  obs[i++] = SPECIES[theirs.species][1] / 16;
+  obs[i++] = SPECIES[theirs.species][2] / 16;
+  for (const side of [me, opp]) for (let k = 0; k < 5; k++) obs[i++] = side.stages[k] / 8;
+  for (let k = 0; k < 4; k++) obs[i++] = MOVES[mine.moves[k]][3] / 256;
+  for (let k = 0; k < 4; k++) obs[i++] = effectiveness(MOVES[mine.moves[k]][1], theirs.species) / 16;
+  obs[i++] = me.charge / 4;
+  obs[i++] = battle.turn / 256;
+  for (const legal of legalMask(me)) obs[i++] = legal;
+  return obs;
 }
 
-module.exports = { reset, step, observe, OBS_SIZE, MOVES, SPECIES, CHART, TYPES };
+// ---- explain: the turn in words, for envforge's findings ---------------------------------
+
+function typesOf(species) {
+  const sp = SPECIES[species];
+  return sp[2] === NONE ? TYPES[sp[1]] : `${TYPES[sp[1]]}/${TYPES[sp[2]]}`;
+}
+
+function describeMove(user, target, slot) {
+  const mon = user.team[user.active];
+  const foe = target.team[target.active];
+  const m = MOVES[mon.moves[slot]];
+  const eff = effectiveness(m[1], foe.species);
+  return (
+    `${SPECIES[mon.species][0]} (${typesOf(mon.species)}) uses ${m[0]} ` +
+    `(${TYPES[m[1]]}, power ${m[3]}, priority ${m[5]}) on ${SPECIES[foe.species][0]} ` +
+    `(${typesOf(foe.species)}): chart ${TYPES[m[1]]} vs ${typesOf(foe.species)} = x${eff / 4}`
+  );
+}
+
+// what both sides are about to do in this state with this agent action (on a copy of the
+// battle envforge made for the purpose, so it may change it)
+function explain(battle, action) {
+  const [me, opp] = battle.sides;
+  if (alive(me) === 0 || alive(opp) === 0) return "the battle is over";
+  replaceFainted(opp);
+  const mask = legalMask(me);
+  if (!mask[action]) action = mask.indexOf(1);
+  const mine = me.team[me.active];
+  const theirs = opp.team[opp.active];
+  const chart = mine.moves.map((id) => {
+    const m = MOVES[id];
+    return `${m[0]} (${TYPES[m[1]]}) x${effectiveness(m[1], theirs.species) / 4}`;
+  });
+  const parts = [
+    `agent's ${SPECIES[mine.species][0]} (${typesOf(mine.species)}) faces ` +
+      `${SPECIES[theirs.species][0]} (${typesOf(theirs.species)}); its moves against it: ${chart.join(", ")}`,
+  ];
+  if (mine.hp === 0 || action >= 4) {
+    const slot = bench(me)[action - 4];
+    parts.push(`agent switches to ${SPECIES[me.team[slot].species][0]} (${typesOf(me.team[slot].species)})`);
+  } else parts.push(`agent: ${describeMove(me, opp, action)}`);
+  if (mine.hp > 0) parts.push(`opponent: ${describeMove(opp, me, opponentSlot(battle))}`);
+  return parts.join("; ");
+}
+
+module.exports = { reset, step, observe, explain, OBS_SIZE, MOVES, SPECIES, CHART, TYPES };

@@ -448,7 +448,9 @@ def step(
     action = jnp.where(legal, action, jnp.argmax(mask).astype(jnp.int32))
     own_before, opp_before = alive(state, 0), alive(state, 1)
     forced = state.hp[0, state.active[0]] == 0
-    replaced = switch_to(state, 0, jnp.where(action == 5, bench(state.active[0], 1), bench(state.active[0], 0)))
+    replaced = switch_to(
+        state, 0, jnp.where(action == 5, bench(state.active[0], 1), bench(state.active[0], 0))
+    )
     state = select(forced, replaced, turn(state, action))
     for s in range(2):
         fainted = state.hp[s, state.active[s]] == 0
@@ -477,28 +479,26 @@ def step(
 
 def observe(state: EnvState) -> jax.Array:
     f32 = jnp.float32
-    parts = []
+    teams = []
     for s in range(2):
         max_hp = jnp.asarray(MAX_HP)[state.species[s]]
-        hp = state.hp[s].astype(f32) / max_hp.astype(f32)
+        hp_fraction = state.hp[s].astype(f32) / max_hp.astype(f32)
         status = state.status[s].astype(f32) / f32(4)
         is_active = (jnp.arange(TEAM) == state.active[s]).astype(f32)
-        parts.append(jnp.stack([hp, status, is_active], axis=1).reshape(-1))
+        teams.append(jnp.stack([hp_fraction, status, is_active], axis=1).reshape(-1))
     mine = state.species[0, state.active[0]]
     theirs = state.species[1, state.active[1]]
-    types = jnp.stack(
-        [jnp.asarray(SPECIES_T1)[mine], jnp.asarray(SPECIES_T2)[mine]]
-        + [jnp.asarray(SPECIES_T1)[theirs], jnp.asarray(SPECIES_T2)[theirs]]
-    )
-    parts.append(types.astype(f32) / f32(16))
-    parts.append(state.stages.reshape(-1).astype(f32) / f32(8))
+    t1, t2 = jnp.asarray(SPECIES_T1), jnp.asarray(SPECIES_T2)
+    types = jnp.stack([t1[mine], t2[mine], t1[theirs], t2[theirs]]).astype(f32) / f32(16)
+    stages = state.stages.reshape(-1).astype(f32) / f32(8)
     mv = state.moves[0, state.active[0]]
-    parts.append(jnp.asarray(MOVE_POWER)[mv].astype(f32) / f32(256))
-    parts.append(effectiveness(jnp.asarray(MOVE_TYPE)[mv], theirs).astype(f32) / f32(16))
-    parts.append((state.charge[0].astype(f32) / f32(4)).reshape(1))
-    parts.append((state.turn.astype(f32) / f32(256)).reshape(1))
-    parts.append(legal_mask(state, 0).astype(f32))
-    return jnp.concatenate(parts)
+    powers = jnp.asarray(MOVE_POWER)[mv].astype(f32) / f32(256)
+    move_eff = effectiveness(jnp.asarray(MOVE_TYPE)[mv], theirs).astype(f32) / f32(16)
+    charge = (state.charge[0].astype(f32) / f32(4)).reshape(1)
+    turn = (state.turn.astype(f32) / f32(256)).reshape(1)
+    mask = legal_mask(state, 0).astype(f32)
+    obs = jnp.concatenate([*teams, types, stages, powers, move_eff, charge, turn, mask])
+    return obs
 
 
 def to_canonical(state: EnvState) -> dict[str, jax.Array]:
