@@ -468,10 +468,8 @@ function describeMove(user, target, slot) {
 // battle envforge made for the purpose, so it may change it)
 function explain(battle, action) {
   const [me, opp] = battle.sides;
-  if (alive(me) === 0 || alive(opp) === 0) return "the battle is over";
-  replaceFainted(opp);
-  const mask = legalMask(me);
-  if (!mask[action]) action = mask.indexOf(1);
+  const over = alive(me) === 0 || alive(opp) === 0;
+  if (!over) replaceFainted(opp);
   const mine = me.team[me.active];
   const theirs = opp.team[opp.active];
   const chart = mine.moves.map((id) => {
@@ -482,6 +480,9 @@ function explain(battle, action) {
     `agent's ${SPECIES[mine.species][0]} (${typesOf(mine.species)}) faces ` +
       `${SPECIES[theirs.species][0]} (${typesOf(theirs.species)}); its moves against it: ${chart.join(", ")}`,
   ];
+  if (over) return `${parts[0]}; the battle is over (nothing moves)`;
+  const mask = legalMask(me);
+  if (!mask[action]) action = mask.indexOf(1);
   if (mine.hp === 0 || action >= 4) {
     const slot = bench(me)[action - 4];
     parts.push(`agent switches to ${SPECIES[me.team[slot].species][0]} (${typesOf(me.team[slot].species)})`);
