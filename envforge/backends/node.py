@@ -33,6 +33,7 @@ import numpy as np
 
 from envforge.backends.base import Driver, State, Transition
 from envforge.errors import BadInput, DriverCrashed, DriverRaised, DriverTimeout
+from envforge.sandbox.leftovers import owned_prefix
 from envforge.sandbox.outputs import read_tail
 from envforge.spec import EnvSpec
 
@@ -90,9 +91,15 @@ class NodeDriver(Driver):
         self._fields = field_paths(spec)
         self._obs_size = int(np.prod(spec.observation.shape))
         self._proc: subprocess.Popen[bytes] | None = None
-        fd, self._log_path = tempfile.mkstemp(prefix="envforge-node-", suffix=".log")
+        # named after its owner: a process killed before close() leaves it to the next sweep
+        fd, self._log_path = tempfile.mkstemp(prefix=owned_prefix("node"), suffix=".log")
         os.close(fd)
-        self._start()
+        self._reply = -1
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
 
     # ---- the child -------------------------------------------------------------------
     def _start(self) -> None:
@@ -258,5 +265,7 @@ class NodeDriver(Driver):
             except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
                 pass
         self._kill()
-        os.close(self._reply)
+        if self._reply >= 0:
+            os.close(self._reply)
+            self._reply = -1
         Path(self._log_path).unlink(missing_ok=True)
