@@ -74,7 +74,8 @@ class StateField(_Model):
     low: float | None = None
     high: float | None = None
     attr: str | None = None
-    """Where the field lives on a stateful reference (gymnasium/Python), e.g. ``state[0]``."""
+    """Where the field lives on a stateful reference (gymnasium/Python), e.g. ``state[0]``;
+    for a JavaScript reference a path with one ``[*]`` per dimension (``sides[*].hp``)."""
     c_field: str | None = None
     """Struct member in a C reference, when its name differs."""
     aliases: tuple[str, ...] = ()
@@ -203,6 +204,8 @@ class EnvSpec(_Model):
         if kind == "gymnasium":
             return None
         target = self.reference.split(":", 1)[0] if kind == "python" else self.reference
+        if kind == "node":
+            target = target.removeprefix("node:")
         p = Path(target)
         return p if p.is_absolute() else self.root / p
 
@@ -268,7 +271,7 @@ def reference_kind(reference: str) -> str:
         return "c"
     if ".py:" in reference:
         return "python"
-    if reference.endswith(".js"):
+    if reference.endswith(".js"):  # "node:file.js" or "file.js"
         return "node"
     return "unknown"
 
@@ -336,11 +339,14 @@ def _check_semantics(p: Path, spec: EnvSpec) -> None:
     kind = spec.reference_kind
     if kind == "unknown":
         raise SpecError(
-            p, "reference", "a .c file, 'gymnasium:<id>' or 'file.py:Class'", spec.reference
+            p,
+            "reference",
+            "a .c file, 'gymnasium:<id>', 'file.py:Class' or 'node:file.js'",
+            spec.reference,
         )
     if kind == "c" and spec.c is None:
         raise SpecError(p, "c", "a [c] table with struct and prefix for a C reference")
-    if kind in ("gymnasium", "python"):
+    if kind in ("gymnasium", "python", "node"):
         for i, f in enumerate(spec.state):
             if f.attr is None:
                 raise SpecError(p, f"state[{i}].attr", "an attribute mapping for this reference")

@@ -140,6 +140,12 @@ class Driver(ABC):
         seeds = (np.arange(count, dtype=np.uint64) + np.uint64(start)).astype(np.uint32)
         return self.reset_digest(seeds, block)
 
+    def explain(self, state: State, actions: np.ndarray) -> list[str] | None:
+        """The implementation's own words for what each env's step from ``state`` with
+        ``actions`` will do (a JavaScript reference's optional ``explain`` export: which move,
+        which types); None when it has none. Findings quote it."""
+        return None
+
     def coverage_start(self) -> bool:
         """Start counting which reference lines run (forgetting earlier counts); False when
         this driver cannot (``backends/coverage.py``)."""

@@ -207,6 +207,10 @@ class IsolatedDriver(Driver):
         result: tuple[Transition, DrawLog] = self._call("step_draws", state, actions, seeds, tape)
         return result
 
+    def explain(self, state: State, actions: np.ndarray) -> list[str] | None:
+        result: list[str] | None = self._call("explain", state, actions)
+        return result
+
     def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
         result: np.ndarray = self._call("reset_digest", seeds, block)
         return result

@@ -20,7 +20,7 @@ STRICT_XLA_FLAGS = "--xla_cpu_max_isa=SSE4_2"
 @dataclass(frozen=True)
 class Recipe:
     kind: str
-    """c | gymnasium | python | jax | rust"""
+    """c | gymnasium | python | node | jax | rust"""
     spec: EnvSpec
     target: str
     """Reference id or path of the implementation."""
@@ -32,13 +32,12 @@ class Recipe:
 def reference_recipe(spec: EnvSpec, strict_float: bool | None = None) -> Recipe:
     strict = spec.compare.strict_float if strict_float is None else strict_float
     kind = spec.reference_kind
-    if kind == "node":
-        raise BadInput(f"JavaScript references are not supported yet: {spec.reference}")
     check_reference(spec)  # what a build in a child would find late, found here at once
     target = spec.reference
     path = spec.reference_path()
     if path is not None:
-        target = str(path) if kind == "c" else f"{path}:{spec.reference.rsplit(':', 1)[1]}"
+        whole_file = kind in ("c", "node")
+        target = str(path) if whole_file else f"{path}:{spec.reference.rsplit(':', 1)[1]}"
     return Recipe(kind=kind, spec=spec, target=target, side="reference", strict_float=strict)
 
 
@@ -84,6 +83,10 @@ def build_driver(recipe: Recipe) -> Driver:
         from envforge.backends.python import PythonDriver
 
         driver = PythonDriver(recipe.spec, recipe.target)
+    elif recipe.kind == "node":
+        from envforge.backends.node import NodeDriver
+
+        driver = NodeDriver(recipe.spec, Path(recipe.target))
     elif recipe.kind == "jax":
         from envforge.backends.jax import JaxDriver
 

@@ -29,6 +29,11 @@ def check_reference(spec: EnvSpec) -> None:
     source = read_source(path)
     if kind == "c":
         _check_c(spec, source)
+    elif kind == "node":
+        from envforge.backends.node import field_paths, node_executable
+
+        node_executable()
+        field_paths(spec)
     elif kind == "python":
         name = spec.reference.rsplit(":", 1)[1]
         if not name.isidentifier():

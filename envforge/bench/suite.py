@@ -42,6 +42,12 @@ def _job_reference(spec: EnvSpec, settings: BenchSettings) -> dict[str, Any]:
         path = spec.reference_path()
         assert path is not None
         rows = measure_c_loop(spec, path, settings)
+    elif spec.reference_kind == "node":
+        from envforge.bench.node_loop import measure_node_loop
+
+        path = spec.reference_path()
+        assert path is not None
+        rows = measure_node_loop(spec, path, settings)
     else:
         from envforge.bench.python_loop import measure_python
 

@@ -26,7 +26,7 @@ from envforge.verify.selfcheck_cache import cached_or_run
 def verify_command(
     env: str = typer.Argument(None, help="Env name (references/<env>), or omit and use --ref."),
     ref: str = typer.Option(
-        None, "--ref", help="Reference: path/to/env.c, gymnasium:<id>, file.py:Class."
+        None, "--ref", help="Reference: path/to/env.c, gymnasium:<id>, file.py:Class, node:file.js."
     ),
     port: str = typer.Option(
         None, "--port", help="Port directory or module (default: generated/<env>/jax)."

@@ -65,6 +65,9 @@ class CheckedDriver(Driver):
             )
         return obs.astype(self.spec.observation.dtype, copy=False)
 
+    def explain(self, state: State, actions: np.ndarray) -> list[str] | None:
+        return self.inner.explain(state, actions)
+
     def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
         return self._checked_digests(self.inner.reset_digest(seeds, block), len(seeds), block)
 

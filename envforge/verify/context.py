@@ -10,6 +10,7 @@ import numpy as np
 from envforge import bounds
 from envforge.backends.base import Driver, State, Transition, take_state
 from envforge.bounds import check, check_optional
+from envforge.errors import DriverFailure
 from envforge.spec import EnvSpec
 from envforge.verify.compare import Diff, compare_states
 from envforge.verify.findings import Finding, to_jsonable
@@ -101,10 +102,14 @@ class VerifyContext:
             if explained:  # the spec's own words on where (the opcode handler): in the message
                 extra.setdefault("extra", {})["explain"] = explained
                 named += "; " + "; ".join(explained.splitlines()[:-1] or explained.splitlines())
+        said = self.explain(state_before, i, extra.get("actions"))
+        if said is not None:
+            extra.setdefault("extra", {})["reference_explains"] = said
         return Finding(
             level=level,
             check=check,
-            message=message.format(fields=named),
+            message=message.format(fields=named)
+            + (f"; the reference says: {said}" if said else ""),
             fields=keys,
             state_before=None if state_before is None else to_jsonable(_single(state_before, i)),
             expected=to_jsonable(expected),
@@ -114,6 +119,20 @@ class VerifyContext:
             port_lines=port_lines,
             **extra,
         )
+
+    def explain(self, state_before: State | None, i: int, actions: Any) -> str | None:
+        """The reference's own words for env ``i``'s diverging step (``Driver.explain``), when
+        it has any: the last action of ``actions`` taken from ``state_before``."""
+        if state_before is None or not actions:
+            return None
+        try:
+            texts = self.ref.explain(
+                take_state(state_before, slice(i, i + 1)),
+                np.asarray([actions[-1]], dtype=self.spec.action.dtype),
+            )
+        except DriverFailure:
+            return None
+        return texts[0] if texts else None
 
 
 def _explain(spec: EnvSpec, state: dict[str, Any], actions: Any, keys: list[str]) -> str:

@@ -35,7 +35,31 @@ def names_for(spec: EnvSpec, key: str) -> tuple[str, ...]:
     names = [f.name, *f.aliases]
     if f.c_field:
         names.append(f.c_field)
+    if f.attr and spec.reference_kind == "node":  # "sides[*].team[*].sleepTurns": sleepTurns
+        names.append(re.sub(r"\[[^\]]*\]", "", f.attr).rsplit(".", 1)[-1])
     return tuple(dict.fromkeys(names))
+
+
+_JS_FRAME = re.compile(r"(/[^\s():]+\.(?:js|mjs|cjs)):(\d+):\d+")
+
+
+def stack_locations(stack: str, limit: int = 4) -> list[SourceLocation]:
+    """The source lines a JavaScript stack names, innermost first (envforge's own runner and
+    node's internals left out): where a reference threw."""
+    out: list[SourceLocation] = []
+    for path_text, line_text in _JS_FRAME.findall(stack):
+        path = Path(path_text)
+        if path.name == "node_runner.js" or not path.is_file():
+            continue
+        lines = _lines(str(path), path.stat().st_mtime)
+        number = int(line_text)
+        if 1 <= number <= len(lines):
+            loc = SourceLocation(file=str(path), line=number, text=lines[number - 1].strip())
+            if loc not in out:
+                out.append(loc)
+        if len(out) >= limit:
+            break
+    return out
 
 
 @lru_cache(maxsize=64)

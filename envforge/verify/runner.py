@@ -17,6 +17,7 @@ from envforge.spec import EnvSpec
 from envforge.verify.checked import CheckedDriver
 from envforge.verify.context import VerifyContext, VerifyOptions
 from envforge.verify.findings import Finding
+from envforge.verify.localize import stack_locations
 from envforge.verify.report import LevelResult, Report
 
 LEVEL_MODULES = {
@@ -66,7 +67,7 @@ def parse_seed_sweep(text: str) -> int:
 
 
 def failure_finding(level: int, exc: DriverFailure) -> Finding:
-    return Finding(
+    finding = Finding(
         level=level,
         check=exc.check,
         message=str(exc),
@@ -75,6 +76,12 @@ def failure_finding(level: int, exc: DriverFailure) -> Finding:
         actions=exc.actions,
         extra={"side": exc.side, "call": exc.call},
     )
+    thrown_at = stack_locations(exc.detail)  # a JavaScript reference's stack, when it threw
+    if exc.side == "reference":
+        finding.reference_lines = thrown_at
+    else:
+        finding.port_lines = thrown_at
+    return finding
 
 
 COVERAGE_LEVELS = (1, 2, 3)
