@@ -67,12 +67,17 @@ class ActionSpace(_Model):
         return low, high
 
 
+PerElement = float | tuple[float, ...]
+"""A scalar for the whole field, or one value per element of an array field (flattened order)."""
+
+
 class StateField(_Model):
     name: str
     dtype: Literal["float32", "float64", "int32", "int64", "uint32", "uint64", "uint8", "bool"]
     shape: tuple[int, ...] = ()
-    low: float | None = None
-    high: float | None = None
+    low: PerElement | None = None
+    high: PerElement | None = None
+    """Valid range; for an array field a list gives each element its own (joint limits)."""
     attr: str | None = None
     """Where the field lives on a stateful reference (gymnasium/Python), e.g. ``state[0]``;
     for a JavaScript reference a path with one ``[*]`` per dimension (``sides[*].hp``)."""
@@ -80,17 +85,43 @@ class StateField(_Model):
     """Struct member in a C reference, when its name differs."""
     aliases: tuple[str, ...] = ()
     """Other names the sources use for this field (used by localization)."""
-    atol: float | None = None
-    rtol: float | None = None
+    atol: PerElement | None = None
+    rtol: PerElement | None = None
     period: float | None = None
     """Angles: values that differ by whole periods are the same (tolerance mode only)."""
     pad: float | None = None
     """A variable-length list on the reference (a hand of cards) as a fixed array: its elements
     first, then this sentinel up to the field's shape (the list's length is where it starts)."""
 
+    labels: tuple[str, ...] = ()
+    """Array fields: a name per element (flattened order), e.g. the joint each ``qvel[i]``
+    belongs to; findings and error tables then say ``qvel[3] (bthigh)``."""
+
     @property
     def np_dtype(self) -> np.dtype:
         return np.dtype(self.dtype)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    def per_element(self, value: PerElement | None, default: float) -> float | np.ndarray:
+        """``value`` as a scalar, or as an array of the field's shape when given per element."""
+        if value is None:
+            return default
+        if isinstance(value, tuple):
+            return np.asarray(value, dtype=np.float64).reshape(self.shape)
+        return float(value)
+
+    def limits(self, default_low: float, default_high: float) -> tuple[Any, Any]:
+        """(low, high): scalars, or arrays of the field's shape for per-element ranges."""
+        return self.per_element(self.low, default_low), self.per_element(self.high, default_high)
+
+    def element_name(self, flat_index: int) -> str:
+        """``qvel[3] (bthigh)``: an element by its index in the field's shape, and its label."""
+        index = np.unravel_index(flat_index, self.shape) if self.shape else ()
+        name = self.name + "".join(f"[{int(j)}]" for j in index)
+        return f"{name} ({self.labels[flat_index]})" if self.labels else name
 
 
 class Rng(_Model):
@@ -209,14 +240,15 @@ class EnvSpec(_Model):
         p = Path(target)
         return p if p.is_absolute() else self.root / p
 
-    def tolerance(self, field: str | None) -> tuple[float, float]:
+    def tolerance(self, field: str | None) -> tuple[Any, Any]:
+        """(atol, rtol) of a field (or of observation and reward, for None): floats, or
+        arrays of the field's shape where the spec gives them per element."""
         if self.compare.mode == "exact":
             return 0.0, 0.0
         if field is not None:
             f = self.field(field)
-            return (
-                self.compare.atol if f.atol is None else f.atol,
-                self.compare.rtol if f.rtol is None else f.rtol,
+            return f.per_element(f.atol, self.compare.atol), f.per_element(
+                f.rtol, self.compare.rtol
             )
         return self.compare.atol, self.compare.rtol
 
@@ -332,7 +364,17 @@ def _check_semantics(p: Path, spec: EnvSpec) -> None:
         if f.name in seen:
             raise SpecError(p, f"state[{i}].name", "a unique field name", f.name)
         seen.add(f.name)
-        if f.low is not None and f.high is not None and f.low > f.high:
+        for key in ("low", "high", "atol", "rtol", "labels"):
+            value = getattr(f, key)
+            if isinstance(value, tuple) and (value or key != "labels") and len(value) != f.size:
+                raise SpecError(
+                    p,
+                    f"state[{i}].{key}",
+                    f"one value per element ({f.size} for shape {list(f.shape)})",
+                    list(value),
+                )
+        low, high = f.limits(-np.inf, np.inf)
+        if np.any(np.asarray(low) > np.asarray(high)):
             raise SpecError(p, f"state[{i}].low", "low <= high", f.low)
     if not spec.state:
         raise SpecError(p, "state", "at least one canonical state field")

@@ -4,6 +4,8 @@ A spec maps each canonical field onto the reference with its ``attr``:
 
 - ``name``            the attribute ``env.name`` holds the field's value (any shape);
 - ``name[i]``         element ``i`` of the array attribute ``env.name``;
+- ``a.b``             an attribute of an attribute (MuJoCo envs keep their state in
+                      ``env.data.qpos``); ``a.b[i]`` likewise;
 - ``@elapsed_steps``  the step counter of gymnasium's ``TimeLimit`` wrapper.
 
 A field with ``pad`` is a variable-length Python list on the reference (a hand of cards): the
@@ -28,7 +30,15 @@ from envforge.errors import BadInput
 from envforge.spec import EnvSpec, StateField
 
 ELAPSED_STEPS = "@elapsed_steps"
-_ATTR = re.compile(r"^([A-Za-z_]\w*)(?:\[(\d+)\])?$")
+_ATTR = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:\[(\d+)\])?$")
+
+
+def _owner(obj: Any, path: str) -> tuple[Any, str]:
+    """The object that holds the last attribute of a dotted ``path``, and that attribute."""
+    *parents, last = path.split(".")
+    for name in parents:
+        obj = getattr(obj, name)
+    return obj, last
 
 
 @dataclass(frozen=True)
@@ -60,7 +70,7 @@ class AttrMap:
             if match is None:
                 raise BadInput(
                     f"{spec.name}: field {f.name} has attr {attr!r}; expected 'name', "
-                    f"'name[i]' or '{ELAPSED_STEPS}'"
+                    f"'name[i]' (either may be dotted: 'data.qpos') or '{ELAPSED_STEPS}'"
                 )
             name, index = match.group(1), match.group(2)
             self.attributes.setdefault(name, []).append(
@@ -72,9 +82,10 @@ class AttrMap:
                     f"{spec.name}: attribute {name!r} is mapped both whole and by element"
                 )
 
-    def write(self, obj: Any, state: State, row: int, time_limit: Any = None) -> None:
-        """Set ``obj``'s attributes (and the TimeLimit counter) from row ``row`` of ``state``."""
-        for name, slots in self.attributes.items():
+    def write(self, root: Any, state: State, row: int, time_limit: Any = None) -> None:
+        """Set ``root``'s attributes (and the TimeLimit counter) from row ``row`` of ``state``."""
+        for path, slots in self.attributes.items():
+            obj, name = _owner(root, path)
             if slots[0].index is None and slots[0].field.pad is not None:
                 setattr(obj, name, _unpad(slots[0].field, state[slots[0].field.name][row]))
                 continue
@@ -96,17 +107,20 @@ class AttrMap:
         if self.elapsed_field is not None:
             time_limit._elapsed_steps = int(state[self.elapsed_field.name][row])
 
-    def read(self, obj: Any, time_limit: Any = None) -> dict[str, np.ndarray]:
+    def read(self, root: Any, time_limit: Any = None) -> dict[str, np.ndarray]:
         """The canonical fields of one env, each cast to its spec dtype (unbatched)."""
         out: dict[str, np.ndarray] = {}
-        for name, slots in self.attributes.items():
+        for path, slots in self.attributes.items():
+            obj, name = _owner(root, path)
             if slots[0].index is None and slots[0].field.pad is not None:
                 out[slots[0].field.name] = _padded(slots[0].field, getattr(obj, name))
                 continue
             value = np.asarray(getattr(obj, name))
             for s in slots:
                 picked = value if s.index is None else value.reshape(-1)[s.index]
-                out[s.field.name] = np.asarray(picked, dtype=s.field.np_dtype)
+                # a copy: an attribute may be a view of live memory (MuJoCo's data.qpos), which
+                # the pooled env overwrites when it serves the next row
+                out[s.field.name] = np.array(picked, dtype=s.field.np_dtype)
         if self.elapsed_field is not None:
             out[self.elapsed_field.name] = np.asarray(
                 time_limit._elapsed_steps, dtype=self.elapsed_field.np_dtype

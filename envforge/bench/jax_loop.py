@@ -120,7 +120,9 @@ def make_rollout(
             return jnp.where(done.reshape(done.shape + (1,) * (a.ndim - 1)), f, a)
 
         state = jax.tree_util.tree_map(pick, fresh, after)
-        return (state, observe(state), rng, total + reward, params), None
+        # the running total keeps its float32 (a port computing in float64 returns float64)
+        total = total + reward.astype(total.dtype)
+        return (state, observe(state), rng, total, params), None
 
     def rollout(carry: tuple, params: Any) -> tuple:
         state, obs, rng, total = carry

@@ -45,11 +45,13 @@ def from_keys(keys: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return raw.view(dtype)
 
 
-def _scales(spec: EnvSpec) -> dict[str, float]:
+def _scales(spec: EnvSpec) -> dict[str, np.ndarray]:
+    """Per field, its range width per element (flattened), at least 1e-12."""
     out = {}
     for f in spec.state:
         lo, hi = _limits(f)
-        out[f.name] = max(hi - lo, 1e-12)
+        width = np.broadcast_to(np.asarray(hi, np.float64) - lo, f.shape).reshape(-1)
+        out[f.name] = np.maximum(width, 1e-12)
     return out
 
 
@@ -113,7 +115,8 @@ def draw_lines(
         x = base[name].reshape(n, -1)[i, element[i]]
         y = other[name].reshape(n, -1)[i, element[i]]
         if rng.random() < 0.5:  # half the lines: a narrow interval around the base value
-            lo, hi = _limits(spec.field(name))
+            f = spec.field(name)
+            lo, hi = (np.broadcast_to(v, f.shape).reshape(-1)[element[i]] for v in _limits(f))
             y = np.clip(x + (y - x) * 10.0 ** rng.uniform(-4, 0), lo, hi).astype(x.dtype)
         ka, kb = ordered_keys(np.array([x, y]))
         a[i], b[i] = min(ka, kb), max(ka, kb)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,8 +31,9 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(both_nan, 0.0, dist)
 
 
-def values_close(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> np.ndarray:
-    """Elementwise agreement; ``a`` is the reference. NaN equals NaN; ints/bools must be equal."""
+def values_close(a: np.ndarray, b: np.ndarray, atol: Any, rtol: Any) -> np.ndarray:
+    """Elementwise agreement; ``a`` is the reference. NaN equals NaN; ints/bools must be equal.
+    ``atol``/``rtol`` are scalars or per-element arrays (broadcast over the batch)."""
     a = np.asarray(a)
     b = np.asarray(b)
     if a.dtype.kind in "biu" and b.dtype.kind in "biu":
@@ -41,7 +42,7 @@ def values_close(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> np.n
     b64 = b.astype(np.float64)
     both_nan = np.isnan(a64) & np.isnan(b64)
     with np.errstate(invalid="ignore"):
-        if atol == 0.0 and rtol == 0.0:
+        if not np.any(atol) and not np.any(rtol):
             close = a64 == b64
         else:
             close = np.abs(a64 - b64) <= atol + rtol * np.abs(a64)
@@ -66,6 +67,27 @@ def _abs_err(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return err.reshape(err.shape[0], -1).max(axis=1) if err.ndim > 1 else err
 
 
+def _element_err(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per element of an array field, the largest absolute error over the batch."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        err = np.abs(a64 - b64)
+    err = np.where(np.isnan(err) & ~(np.isnan(a64) & np.isnan(b64)), np.inf, err)
+    return np.asarray(np.nan_to_num(err, nan=0.0).max(axis=0))
+
+
+def first_element_out(f: StateField, a: np.ndarray, b: np.ndarray, atol: Any, rtol: Any) -> int:
+    """Flat index of the first element of one env's array field outside the tolerance (the
+    first that differs at all if none is: exact comparison)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if f.period is not None:
+        b = nearest_equivalent(a, b, f.period)
+    out = np.flatnonzero(~values_close(a, b, atol, rtol).reshape(-1))
+    if not len(out):
+        out = np.flatnonzero(~values_close(a, b, 0.0, 0.0).reshape(-1))
+    return int(out[0]) if len(out) else 0
+
+
 def nearest_equivalent(a: np.ndarray, b: np.ndarray, period: float) -> np.ndarray:
     """``b`` shifted by whole periods to lie nearest ``a`` (angles wrapped on different sides)."""
     a64 = np.asarray(a, dtype=np.float64)
@@ -74,13 +96,12 @@ def nearest_equivalent(a: np.ndarray, b: np.ndarray, period: float) -> np.ndarra
     return np.where(np.isfinite(shifted), shifted, b64)
 
 
-def _wrapped_in_range(f: StateField, ref: np.ndarray, port: np.ndarray, atol: float) -> np.ndarray:
+def _wrapped_in_range(f: StateField, ref: np.ndarray, port: np.ndarray, atol: Any) -> np.ndarray:
     """A period excuses which end of the range an angle sits at (+pi against -pi), not a port
     that leaves the range the reference wraps into (3.3 where the reference has 3.3 - 2 pi: the
     same angle, but a state outside the spec's): elementwise, the port's value lies in [low,
     high] (within ``atol``) wherever the reference's does."""
-    lo = -np.inf if f.low is None else f.low
-    hi = np.inf if f.high is None else f.high
+    lo, hi = f.limits(-np.inf, np.inf)
     a, b = np.asarray(ref, dtype=np.float64), np.asarray(port, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         ref_inside = (a >= lo) & (a <= hi)
@@ -97,6 +118,8 @@ class Diff:
     ulp: dict[str, np.ndarray]
     excused: np.ndarray
     """Envs whose flag mismatch sits on a float threshold (both flags follow from their states)."""
+    element_err: dict[str, np.ndarray] = field(default_factory=dict)
+    """Array fields: the largest absolute error of each element over the batch (field shape)."""
 
     @property
     def mismatch(self) -> np.ndarray:
@@ -118,6 +141,7 @@ def compare_states(spec: EnvSpec, ref: State, port: State, exact: bool = False) 
     ok: dict[str, np.ndarray] = {}
     abs_err: dict[str, np.ndarray] = {}
     ulp: dict[str, np.ndarray] = {}
+    element_err: dict[str, np.ndarray] = {}
     for f in spec.state:
         atol, rtol = (0.0, 0.0) if exact else spec.tolerance(f.name)
         a, b = ref[f.name], port[f.name]
@@ -128,11 +152,19 @@ def compare_states(spec: EnvSpec, ref: State, port: State, exact: bool = False) 
         else:
             ok[f.name] = _per_env(values_close(a, b, atol, rtol))
         abs_err[f.name] = _abs_err(a, b)
+        if f.shape and len(a) and a.dtype.kind == "f":
+            element_err[f.name] = _element_err(a, b)
         if a.dtype.kind == "f":
             u = ulp_distance(a, b)
             ulp[f.name] = u.reshape(u.shape[0], -1).max(axis=1) if u.ndim > 1 else u
     batch = len(next(iter(ref.values())))
-    return Diff(ok=ok, abs_err=abs_err, ulp=ulp, excused=np.zeros(batch, dtype=bool))
+    return Diff(
+        ok=ok,
+        abs_err=abs_err,
+        ulp=ulp,
+        excused=np.zeros(batch, dtype=bool),
+        element_err=element_err,
+    )
 
 
 def compare_transitions(
@@ -189,7 +221,7 @@ def follows_termination(
     for f in spec.state:
         atol, rtol = spec.tolerance(f.name)
         value = tr.state[f.name]
-        if value.dtype.kind != "f" or (atol == 0 and rtol == 0):
+        if value.dtype.kind != "f" or (not np.any(atol) and not np.any(rtol)):
             continue
         delta = atol + rtol * np.abs(value)
         for sign in (-1.0, 1.0):

@@ -12,7 +12,7 @@ from envforge.backends.base import Driver, State, Transition, take_state
 from envforge.bounds import check, check_optional
 from envforge.errors import DriverFailure
 from envforge.spec import EnvSpec
-from envforge.verify.compare import Diff, compare_states
+from envforge.verify.compare import Diff, compare_states, first_element_out, values_close
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.localize import locate
 from envforge.verify.strategies import spec_function
@@ -93,7 +93,9 @@ class VerifyContext:
             if k in diff.ulp:
                 error[f"{k}.ulp"] = float(diff.ulp[k][i])
         ref_lines, port_lines = self.localize(_localization_keys(keys, self.spec.field_names))
-        elements = [e for k in keys if (e := _first_element(ref, port, k, i)) is not None]
+        elements = [
+            e for k in keys if (e := _first_element(self.spec, ref, port, k, i)) is not None
+        ]
         if elements:
             extra.setdefault("extra", {})["elements"] = elements
         named = ", ".join(keys) + (f" (first at {', '.join(elements)})" if elements else "")
@@ -156,15 +158,24 @@ def _value(tr: Transition, key: str, i: int) -> Any:
     return getattr(tr, key)[i]
 
 
-def _first_element(ref: Transition, port: Transition, key: str, i: int) -> str | None:
-    """``hand[3]``: the first element that differs in an array-valued field of env ``i``."""
+def _first_element(
+    spec: EnvSpec, ref: Transition, port: Transition, key: str, i: int
+) -> str | None:
+    """``hand[3]``, ``qvel[3] (bthigh)``: the first element of an array-valued field of env
+    ``i`` outside the spec's tolerance (in tolerance mode every element may differ a little),
+    with its label when the spec names the elements."""
     a, b = np.asarray(_value(ref, key, i)), np.asarray(_value(port, key, i))
     if a.ndim == 0 or a.shape != b.shape:
         return None
-    differs = np.argwhere(~((a == b) | ((a != a) & (b != b))))
+    if key in spec.field_names:
+        f = spec.field(key)
+        atol, rtol = spec.tolerance(key)
+        return f.element_name(first_element_out(f, a, b, atol, rtol))
+    atol, rtol = spec.tolerance(None)
+    differs = np.flatnonzero(~values_close(a, b, atol, rtol).reshape(-1))
     if not len(differs):
         return None
-    return key + "".join(f"[{int(j)}]" for j in differs[0])
+    return key + "".join(f"[{int(j)}]" for j in np.unravel_index(int(differs[0]), a.shape))
 
 
 def _localization_keys(keys: list[str], fields: list[str]) -> list[str]:

@@ -35,11 +35,8 @@ def _range_violations(ctx: VerifyContext, state: State) -> list[tuple[str, int]]
     out = []
     for f in ctx.spec.state:
         v = state[f.name].astype(np.float64)
-        bad: np.ndarray = np.zeros(v.shape, dtype=bool)
-        if f.low is not None:
-            bad |= v < f.low
-        if f.high is not None:
-            bad |= v > f.high
+        low, high = f.limits(-np.inf, np.inf)
+        bad: np.ndarray = (v < low) | (v > high)
         if f.pad is not None:
             bad &= v != f.pad  # a padded list's sentinel lies outside the items' range
         rows = np.flatnonzero(bad.reshape(len(v), -1).any(axis=1))

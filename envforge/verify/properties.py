@@ -426,8 +426,9 @@ def _distribution_finding(
     """Per-field two-sample tests (Bonferroni over fields); the smallest p-value below alpha wins."""
     spec = ctx.spec
     alpha = spec.verify.alpha / max(1, len(spec.state))
-    worst: tuple[float, str, float, str] | None = None
+    worst: tuple[float, str, float, str, int] | None = None
     for f in spec.state:
+        atol_f = np.broadcast_to(spec.tolerance(f.name)[0], f.shape).reshape(-1)
         a = ref[f.name].reshape(len(ref[f.name]), -1).astype(np.float64)
         b = port[f.name].reshape(len(port[f.name]), -1).astype(np.float64)
         for j in range(a.shape[1]):
@@ -437,22 +438,27 @@ def _distribution_finding(
             ):
                 continue
             if f.np_dtype.kind == "f" and spec.compare.mode == "tolerance":
-                atol, _ = spec.tolerance(f.name)
                 scale = max(np.ptp(a[:, j]), np.ptp(b[:, j]))
-                if scale <= atol:  # both are a constant within tolerance
+                if scale <= atol_f[j]:  # both are a constant within tolerance
                     continue
             res = stats.ks_2samp(a[:, j], b[:, j])
-            slack = spec.tolerance(f.name)[0] if f.np_dtype.kind == "f" else 0.0
+            slack = float(atol_f[j]) if f.np_dtype.kind == "f" else 0.0
             p_support, seen = support_pvalue(a[:, j], b[:, j], slack)
             # two tests per component: each at half the level (Bonferroni)
             p, test = min((2 * float(res.pvalue), "KS"), (2 * p_support, seen))
             if p < alpha and (worst is None or p < worst[0]):
-                worst = (p, f.name, float(res.statistic), test)
+                worst = (p, f.name, float(res.statistic), test, j)
     if worst is None:
         return None
-    p, name, d, test = worst
+    p, name, d, test, j = worst
     ref_lines, port_lines = ctx.localize([name])
     a, b = ref[name].astype(np.float64), port[name].astype(np.float64)
+    f = spec.field(name)
+    if f.shape:  # the element tested, not the whole array's spread
+        a, b = a.reshape(len(a), -1)[:, j], b.reshape(len(b), -1)[:, j]
+        name_shown = f.element_name(j)
+    else:
+        name_shown = name
 
     def summary(x: np.ndarray) -> dict[str, float]:
         return {
@@ -465,7 +471,7 @@ def _distribution_finding(
     return Finding(
         level=1,
         check=check,
-        message=message.format(f=name) + f" ({test}; KS D={d:.3f}; p={p:.2e})",
+        message=message.format(f=name_shown) + f" ({test}; KS D={d:.3f}; p={p:.2e})",
         fields=[name],
         expected={name: summary(a)},
         actual={name: summary(b)},

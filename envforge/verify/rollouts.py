@@ -23,6 +23,7 @@ import numpy as np
 from scipy import stats
 
 from envforge.backends.base import Driver, State, take_state
+from envforge.spec import EnvSpec
 from envforge.verify.context import VerifyContext, reset_mismatch
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.policies import Policy, rollout_policies
@@ -37,6 +38,8 @@ class _Tally:
     seconds: float = 0.0
     max_error: dict[str, float] = field(default_factory=dict)
     max_ulp: dict[str, float] = field(default_factory=dict)
+    element_error: dict[str, np.ndarray] = field(default_factory=dict)
+    """Array fields: the largest absolute error of each element (the per-element table)."""
     events: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     excused: dict[str, int] = field(default_factory=dict)
     """Per policy: terminated flags that flipped on a float threshold (see compare.py)."""
@@ -48,6 +51,17 @@ class _Tally:
         for key, ulp in diff.ulp.items():
             if len(ulp):
                 self.max_ulp[key] = max(self.max_ulp.get(key, 0.0), float(np.max(ulp)))
+        for key, err in diff.element_err.items():
+            seen = self.element_error.get(key)
+            self.element_error[key] = err if seen is None else np.maximum(seen, err)
+
+    def element_table(self, spec: EnvSpec) -> dict[str, float]:
+        """``{"qvel[3] (bthigh)": 2.1e-05, ...}``: every array field's elements by name."""
+        return {
+            spec.field(key).element_name(j): float(v)
+            for key, err in self.element_error.items()
+            for j, v in enumerate(np.asarray(err).reshape(-1))
+        }
 
 
 def _count_events(
@@ -269,7 +283,7 @@ def run(ctx: VerifyContext) -> LevelResult:
             )
         if finding is not None:
             return LevelResult(
-                3, "fail", finding.message, [finding], _stats(tally, summary, episodes)
+                3, "fail", finding.message, [finding], _stats(tally, summary, episodes, spec)
             )
         summary[policy.name] = {
             "episodes": episodes,
@@ -277,7 +291,7 @@ def run(ctx: VerifyContext) -> LevelResult:
             "mean_length": float(lengths.mean()),
         }
     finding = _coverage_finding(ctx, tally)
-    out = _stats(tally, summary, episodes)
+    out = _stats(tally, summary, episodes, spec)
     if finding is not None:
         return LevelResult(3, "fail", finding.message, [finding], out)
     return LevelResult(
@@ -288,7 +302,7 @@ def run(ctx: VerifyContext) -> LevelResult:
     )
 
 
-def _stats(tally: _Tally, summary: dict[str, Any], episodes: int) -> dict[str, Any]:
+def _stats(tally: _Tally, summary: dict[str, Any], episodes: int, spec: EnvSpec) -> dict[str, Any]:
     never = sorted(
         {name for ev in tally.events.values() for name, c in ev.items() if c[0] == 0}
         - {name for ev in tally.events.values() for name, c in ev.items() if c[0] > 0}
@@ -301,6 +315,7 @@ def _stats(tally: _Tally, summary: dict[str, Any], episodes: int) -> dict[str, A
         "steps_per_second": round(2 * tally.steps / tally.seconds) if tally.seconds else None,
         "max_abs_error": tally.max_error,
         "max_ulp": tally.max_ulp,
+        **({"max_abs_error_elements": tally.element_table(spec)} if tally.element_error else {}),
         "event_coverage": {
             p: {e: {"reference": c[0], "port": c[1]} for e, c in ev.items()}
             for p, ev in tally.events.items()

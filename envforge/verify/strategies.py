@@ -33,32 +33,30 @@ SPARSE_WRITES = 24
 _HOOKS: dict[str, Callable[..., Any]] = {}
 
 
-def _limits(f: StateField) -> tuple[float, float]:
+def _limits(f: StateField) -> tuple[Any, Any]:
+    """(low, high) to draw from: floats, or arrays of the field's shape when the spec gives a
+    range per element (an array field's joint limits)."""
     info_lo, info_hi = -DEFAULT_FLOAT_SPAN, DEFAULT_FLOAT_SPAN
     if f.np_dtype.kind in "iu":
         ii = np.iinfo(f.np_dtype)
         info_lo, info_hi = float(ii.min), float(ii.max)
     if f.np_dtype.kind == "b":
         return 0.0, 1.0
-    return (f.low if f.low is not None else info_lo, f.high if f.high is not None else info_hi)
+    return f.limits(info_lo, info_hi)
 
 
 def field_strategy(f: StateField) -> st.SearchStrategy[Any]:
     lo, hi = _limits(f)
-    if f.np_dtype.kind == "b":
-        scalar: st.SearchStrategy[Any] = st.booleans()
-    elif f.np_dtype.kind in "iu":
-        ilo, ihi = int(np.ceil(lo)), int(np.floor(hi))
-        # the ends and their neighbours: a counter one step from its limit is where an
-        # off-by-one (>= vs >, MAX vs MAX - 1) shows, and a uniform draw almost never lands there
-        edges = sorted({v for v in (ilo, ilo + 1, ihi - 1, ihi) if ilo <= v <= ihi})
-        scalar = st.one_of(st.sampled_from(edges), st.integers(ilo, ihi))
-    else:
-        width: Literal[32, 64] = 32 if f.np_dtype == np.float32 else 64
-        lo32, hi32 = (float(np.float32(lo)), float(np.float32(hi))) if width == 32 else (lo, hi)
-        lo32 = lo32 if lo32 >= lo else float(np.nextafter(np.float32(lo32), np.float32(np.inf)))
-        hi32 = hi32 if hi32 <= hi else float(np.nextafter(np.float32(hi32), np.float32(-np.inf)))
-        scalar = st.floats(lo32, hi32, width=width, allow_nan=False, allow_infinity=False)
+    if np.ndim(lo) or np.ndim(hi):  # a range per element: each element drawn from its own
+        lows = np.broadcast_to(lo, f.shape).reshape(-1)
+        highs = np.broadcast_to(hi, f.shape).reshape(-1)
+        elements = [
+            _scalar_strategy(f, float(a), float(b)) for a, b in zip(lows, highs, strict=True)
+        ]
+        return st.tuples(*elements).map(
+            lambda xs: np.asarray(xs, dtype=f.np_dtype).reshape(f.shape)
+        )
+    scalar = _scalar_strategy(f, float(lo), float(hi))
     if not f.shape:
         return scalar
     size = int(np.prod(f.shape))
@@ -73,6 +71,25 @@ def field_strategy(f: StateField) -> st.SearchStrategy[Any]:
     return st.lists(scalar, min_size=size, max_size=size).map(
         lambda xs: np.asarray(xs, dtype=f.np_dtype).reshape(f.shape)
     )
+
+
+def _scalar_strategy(f: StateField, lo: float, hi: float) -> st.SearchStrategy[Any]:
+    """One element of field ``f`` in ``[lo, hi]``, its ends over-weighted."""
+    if f.np_dtype.kind == "b":
+        scalar: st.SearchStrategy[Any] = st.booleans()
+    elif f.np_dtype.kind in "iu":
+        ilo, ihi = int(np.ceil(lo)), int(np.floor(hi))
+        # the ends and their neighbours: a counter one step from its limit is where an
+        # off-by-one (>= vs >, MAX vs MAX - 1) shows, and a uniform draw almost never lands there
+        edges = sorted({v for v in (ilo, ilo + 1, ihi - 1, ihi) if ilo <= v <= ihi})
+        scalar = st.one_of(st.sampled_from(edges), st.integers(ilo, ihi))
+    else:
+        width: Literal[32, 64] = 32 if f.np_dtype == np.float32 else 64
+        lo32, hi32 = (float(np.float32(lo)), float(np.float32(hi))) if width == 32 else (lo, hi)
+        lo32 = lo32 if lo32 >= lo else float(np.nextafter(np.float32(lo32), np.float32(np.inf)))
+        hi32 = hi32 if hi32 <= hi else float(np.nextafter(np.float32(hi32), np.float32(-np.inf)))
+        scalar = st.floats(lo32, hi32, width=width, allow_nan=False, allow_infinity=False)
+    return scalar
 
 
 def _sparse(f: StateField, size: int, fill: Any, writes: list[tuple[int, Any]]) -> np.ndarray:
@@ -164,6 +181,25 @@ def stack_actions(spec: EnvSpec, actions: list[Any]) -> np.ndarray:
     return np.asarray(actions, dtype=dtype).reshape(len(actions), *spec.action.shape)
 
 
+def _edges(f: StateField, lo: Any, hi: Any, rng: np.random.Generator, shape: tuple) -> np.ndarray:
+    """A boundary value for every element: its low or high end, 0 where inside its range, and
+    for integers the ends' off-by-one neighbours (per element when ranges are)."""
+    if not np.ndim(lo) and not np.ndim(hi):  # one range for the whole field
+        edges = np.array([lo, hi] + ([0.0] if lo <= 0.0 <= hi else []))
+        if f.np_dtype.kind in "iu" and hi - lo >= 2:
+            edges = np.concatenate([edges, [lo + 1, hi - 1]])  # off-by-one neighbours
+        return rng.choice(edges, size=shape)
+    lo_b, hi_b = np.broadcast_to(lo, shape), np.broadcast_to(hi, shape)
+    inside = (lo_b <= 0.0) & (hi_b >= 0.0)
+    candidates = [lo_b, hi_b, np.where(inside, 0.0, lo_b)]
+    if f.np_dtype.kind in "iu":
+        wide = hi_b - lo_b >= 2
+        candidates += [np.where(wide, lo_b + 1, lo_b), np.where(wide, hi_b - 1, hi_b)]
+    stacked = np.stack(candidates)
+    which = rng.integers(0, len(candidates), size=shape)
+    return np.take_along_axis(stacked, which[None], axis=0)[0]
+
+
 VALID_TRIES = 64
 
 
@@ -197,15 +233,16 @@ def _sample_in_ranges(spec: EnvSpec, rng: np.random.Generator, n: int) -> State:
             values = rng.random(shape) < 0.5
         elif f.np_dtype.kind in "iu":
             values = rng.integers(
-                int(np.ceil(lo)), int(np.floor(hi)), size=shape, endpoint=True, dtype=np.int64
+                np.ceil(lo).astype(np.int64),
+                np.floor(hi).astype(np.int64),
+                size=shape,
+                endpoint=True,
+                dtype=np.int64,
             )
         else:
             values = rng.uniform(lo, hi, size=shape)
-        edges = np.array([lo, hi] + ([0.0] if lo <= 0.0 <= hi else []))
-        if f.np_dtype.kind in "iu" and hi - lo >= 2:
-            edges = np.concatenate([edges, [lo + 1, hi - 1]])  # off-by-one neighbours
         pick = rng.random(shape) < BOUNDARY_P
-        values = np.where(pick, rng.choice(edges, size=shape), values)
+        values = np.where(pick, _edges(f, lo, hi, rng, shape), values)
         if f.pad is not None and f.shape:
             size = int(np.prod(f.shape))
             lengths = rng.integers(1, max(1, size // 2), size=n, endpoint=True)
