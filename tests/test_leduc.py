@@ -61,7 +61,7 @@ def test_hypothesis_states_satisfy_the_valid_predicate(data: st.DataObject) -> N
 
 def test_a_valid_predicate_that_never_holds_is_one_clear_error(tmp_path: Path) -> None:
     spec = load_spec(_spec_with(tmp_path, 'valid = """\n', 'valid = """\n(banked < 0) &\n'))
-    with pytest.raises(BadInput, match="valid predicate held for only 0"):
+    with pytest.raises(BadInput, match="valid predicate held for only 0 of"):
         sample_states(spec, np.random.default_rng(0), 10)
 
 

@@ -200,26 +200,34 @@ def _edges(f: StateField, lo: Any, hi: Any, rng: np.random.Generator, shape: tup
     return np.take_along_axis(stacked, which[None], axis=0)[0]
 
 
-VALID_TRIES = 64
+VALID_TRIES = 16
+VALID_RARE = 1e-3
+"""Below this share of valid draws (after a few tries) a spec's ranges are too wide for it."""
 
 
 def sample_states(spec: EnvSpec, rng: np.random.Generator, n: int) -> State:
     """Uniform states inside the ranges, each value replaced by a boundary with prob 0.1; with a
-    spec's ``valid`` predicate, only states that satisfy it (drawn by rejection)."""
+    spec's ``valid`` predicate, only states that satisfy it (drawn by rejection, each round
+    sized by the share of valid draws so far)."""
     if spec.valid is None:
         return _sample_in_ranges(spec, rng, n)
     kept: list[State] = []
-    have = 0
-    for _ in range(VALID_TRIES):
-        batch = _sample_in_ranges(spec, rng, max(2 * (n - have), 64))
+    have = drawn = 0
+    for attempt in range(VALID_TRIES):
+        rate = (have + 1) / (drawn + 1)
+        if attempt >= 4 and rate < VALID_RARE:
+            break
+        size = int(min(max(64, 1.25 * (n - have) / rate), 1 << 20))
+        batch = _sample_in_ranges(spec, rng, size)
         ok = spec.valid_mask(batch)
         kept.append({k: v[ok] for k, v in batch.items()})
         have += int(ok.sum())
+        drawn += size
         if have >= n:
             return {k: np.concatenate([s[k] for s in kept])[:n] for k in batch}
     raise BadInput(
-        f"{spec.name}: the spec's valid predicate held for only {have} of the states drawn in "
-        "its ranges; narrow the ranges so that valid states are not rare"
+        f"{spec.name}: the spec's valid predicate held for only {have} of {drawn} states drawn "
+        "in its ranges; narrow the ranges so that valid states are not rare"
     )
 
 
