@@ -278,14 +278,18 @@ def _refuse(module: Any, name: str) -> Any:
 
 
 @contextmanager
-def _modules_drawing_from(source: _Source) -> Iterator[None]:
+def _modules_drawing_from(source: _Source, refuse: bool = True) -> Iterator[None]:
+    """Module draw functions the stand-ins know draw from ``source``; the others refuse (or,
+    with ``refuse`` off, are left to the module's own generator)."""
     saved: list[tuple[Any, str, Any]] = []
     try:
         for module, stand_type, names in _PATCHED:
             stand = stand_type(source)
             for name in names:
-                saved.append((module, name, getattr(module, name)))
                 known = name in dir(stand_type)
+                if not known and not refuse:
+                    continue
+                saved.append((module, name, getattr(module, name)))
                 setattr(module, name, getattr(stand, name) if known else _refuse(module, name))
         yield
     finally:
@@ -317,6 +321,8 @@ MODULE_RESET_SALT = 0x5EED
 
 @contextmanager
 def module_draws(seed: int) -> Iterator[None]:
-    """Within the block, the module-level draw functions draw (unrecorded) from ``seed``."""
-    with _modules_drawing_from(_Source(seed ^ MODULE_RESET_SALT, RowLog())):
+    """Within the block, the module-level draw functions draw (unrecorded) from ``seed``; those
+    the stand-ins do not know draw from the module's own generator (nothing is refused here:
+    resets are compared in distribution, not replayed)."""
+    with _modules_drawing_from(_Source(seed ^ MODULE_RESET_SALT, RowLog()), refuse=False):
         yield
