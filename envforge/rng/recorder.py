@@ -264,7 +264,17 @@ def _module_functions(module: Any, instance: Any) -> list[str]:
     ]
 
 
-_PATCHED = [(m, stand, _module_functions(m, inst)) for m, stand, inst in _MODULES]
+# (module, stand-in type, its draw functions the stand-in knows, those it does not): computed
+# once, since every recorded call (each row of each reference step) patches them
+_PATCHED = [
+    (
+        m,
+        stand,
+        [n for n in _module_functions(m, inst) if hasattr(stand, n)],
+        [n for n in _module_functions(m, inst) if not hasattr(stand, n)],
+    )
+    for m, stand, inst in _MODULES
+]
 
 
 def _refuse(module: Any, name: str) -> Any:
@@ -277,20 +287,23 @@ def _refuse(module: Any, name: str) -> Any:
     return draw
 
 
+_REFUSALS = {(m.__name__, n): _refuse(m, n) for m, _, _, unknown in _PATCHED for n in unknown}
+
+
 @contextmanager
 def _modules_drawing_from(source: _Source, refuse: bool = True) -> Iterator[None]:
     """Module draw functions the stand-ins know draw from ``source``; the others refuse (or,
     with ``refuse`` off, are left to the module's own generator)."""
     saved: list[tuple[Any, str, Any]] = []
     try:
-        for module, stand_type, names in _PATCHED:
+        for module, stand_type, known, unknown in _PATCHED:
             stand = stand_type(source)
-            for name in names:
-                known = name in dir(stand_type)
-                if not known and not refuse:
-                    continue
+            for name in known:
                 saved.append((module, name, getattr(module, name)))
-                setattr(module, name, getattr(stand, name) if known else _refuse(module, name))
+                setattr(module, name, getattr(stand, name))
+            for name in unknown if refuse else ():
+                saved.append((module, name, getattr(module, name)))
+                setattr(module, name, _REFUSALS[module.__name__, name])
         yield
     finally:
         for module, name, value in reversed(saved):
