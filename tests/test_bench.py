@@ -351,3 +351,16 @@ def test_bench_cli_rejects_bad_flags() -> None:
         timeout=60,
     )
     assert proc.returncode == 2 and "--policy" in proc.stderr
+
+
+def test_a_reference_kind_without_a_speed_up_target_renders() -> None:
+    """A node reference has no ratio target (docs/bench/battle.json): the page says so."""
+    import json
+
+    from conftest import ROOT
+
+    from envforge.bench.markdown import section
+    from envforge.bench.report import BenchReport
+
+    report = BenchReport.from_dict(json.loads((ROOT / "docs/bench/battle.json").read_text()))
+    assert "no speed-up target for a node reference" in section(report, "img/bench-battle.png")

@@ -95,8 +95,13 @@ def section(report: BenchReport, plot: str | None = None) -> str:
         "",
         *sps_table(report),
         "",
-        f"Targets: a port at least {target:g}x its reference (best batch against the "
-        f"reference's best) and at least 1/{CEILING_FACTOR:g} of the estimated ceiling, judged "
+        (
+            f"Targets: a port at least {target:g}x its reference (best batch against the "
+            "reference's best) and"
+            if target is not None
+            else f"Targets (no speed-up target for a {report.reference_kind} reference):"
+        )
+        + f" at least 1/{CEILING_FACTOR:g} of the estimated ceiling, judged "
         f"on the {JUDGED_POLICY}-action rows: the targets and the ceiling are the env's own "
         "(its state's bytes, its step's ops). The MLP rows run a policy in the same loop; their "
         "ratio and their share of a ceiling that adds the MLP's ops are shown, not judged.",
