@@ -18,7 +18,7 @@ from envforge.errors import SpecError
 from envforge.spec import EnvSpec, load_spec
 from envforge.verify.compare import compare_states, compare_transitions
 from envforge.verify.context import _first_element
-from envforge.verify.rollouts import _Tally
+from envforge.verify.rollouts import Tally
 from envforge.verify.strategies import field_strategy, sample_states
 
 LOW = [-10.0, -0.5, -0.4, -1.0]
@@ -165,7 +165,7 @@ def test_finding_names_the_element_outside_tolerance_with_its_label() -> None:
 
 def test_rollout_error_table_is_per_element() -> None:
     spec = make_spec()
-    tally = _Tally()
+    tally = Tally()
     ref = {"qvel": np.zeros((3, 4)), "t": np.zeros(3, np.int32)}
     for k, err in enumerate((2e-4, 5e-4)):
         port = {"qvel": np.zeros((3, 4)), "t": np.zeros(3, np.int32)}

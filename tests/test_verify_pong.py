@@ -41,7 +41,8 @@ class Broken:
     at_reset: bool = False
     """The bug shows in reset states, so every level reports ``reset.mismatch``."""
     policy: str = "uniform"
-    """L3: the rollout policy whose episodes reach the bug first."""
+    """L3: the rollout policy whose episode reaches the bug at the earliest step (L3 steps all
+    policies' episodes in one batch)."""
     l0_check: str | None = None
 
     def check(self, level: int) -> str:
@@ -77,6 +78,7 @@ BROKEN = [
         "paddle_yr",
         (0, 1, 2, 3),
         l0_check="contract.obs_bounds",  # the paddle leaves the field, and so does its obs
+        policy="sticky",  # L3 steps every policy's episodes together: long runs hit a wall first
     ),
     Broken(
         "missing_speed_cap",
@@ -88,6 +90,7 @@ BROKEN = [
         ),
         "ball_vy",
         (3,),  # L1 and L2 catch it too, L2 only after a long shrink
+        policy="tracker",  # long rallies speed the ball up to the cap
     ),
     Broken(
         "terminal_off_by_one",
@@ -143,6 +146,7 @@ BROKEN = [
         ),
         "ball_vx",
         (1, 3),  # L2's few short programs rarely see the ball reach a moving paddle
+        policy="sticky",
     ),
     Broken(
         "serve_direction_after_point",

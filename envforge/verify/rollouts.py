@@ -32,7 +32,7 @@ from envforge.verify.tape import pair_finding, step_pair
 
 
 @dataclass
-class _Tally:
+class Tally:
     steps: int = 0
     draws: int = 0
     seconds: float = 0.0
@@ -64,20 +64,62 @@ class _Tally:
         }
 
 
+@dataclass(frozen=True)
+class Group:
+    """One policy's episodes inside a batch of several policies' episodes: rows ``[lo, hi)``."""
+
+    policy: Policy
+    lo: int
+    hi: int
+
+
+def batch_groups(policies: list[Policy], seeds: list[np.ndarray]) -> tuple[list[Group], np.ndarray]:
+    """Lay several policies' episodes out as one batch (each policy's seeds one after another):
+    every step of all of them is then one call per side instead of one per policy (L3's cost
+    is per-call, not per-row)."""
+    groups, lo = [], 0
+    for policy, s in zip(policies, seeds, strict=True):
+        groups.append(Group(policy, lo, lo + len(s)))
+        lo += len(s)
+    return groups, np.concatenate(seeds) if seeds else np.zeros(0, np.uint32)
+
+
+def _masks(groups: list[Group], active: np.ndarray) -> list[np.ndarray]:
+    """Per group, which of the ``active`` rows are its own."""
+    return [(active >= g.lo) & (active < g.hi) for g in groups]
+
+
+def _act(
+    spec: EnvSpec, groups: list[Group], masks: list[np.ndarray], obs: np.ndarray, t: int
+) -> np.ndarray:
+    """Each policy's actions for its own active rows (``active`` is sorted, groups are
+    contiguous: the parts concatenate in row order)."""
+    parts = [
+        g.policy.act(obs[m], np.full(int(m.sum()), t))
+        for g, m in zip(groups, masks, strict=True)
+        if m.any()
+    ]
+    if not parts:
+        return np.zeros((0, *spec.action.shape), dtype=spec.action.dtype)
+    return np.concatenate(parts)
+
+
 def _count_events(
     ctx: VerifyContext,
-    tally: _Tally,
-    policy: str,
+    tally: Tally,
+    groups: list[Group],
+    masks: list[np.ndarray],
     side: int,
     before: State,
     tr: Any,
     actions: np.ndarray,
 ) -> None:
-    per_policy = tally.events.setdefault(policy, {})
     for event in ctx.spec.event:
         hit = ctx.spec.expression(event.expr)(**tr.expression_inputs(before, actions))
-        counts = per_policy.setdefault(event.name, [0, 0])
-        counts[side] += int(np.count_nonzero(np.broadcast_to(hit, tr.reward.shape)))
+        hit = np.broadcast_to(hit, tr.reward.shape)
+        for g, m in zip(groups, masks, strict=True):
+            counts = tally.events.setdefault(g.policy.name, {}).setdefault(event.name, [0, 0])
+            counts[side] += int(np.count_nonzero(hit[m]))
 
 
 def _start(ctx: VerifyContext, seeds: np.ndarray) -> tuple[State, State, Finding | None]:
@@ -89,9 +131,17 @@ def _start(ctx: VerifyContext, seeds: np.ndarray) -> tuple[State, State, Finding
 
 
 def compared_episodes(
-    ctx: VerifyContext, policy: Policy, seeds: np.ndarray, tally: _Tally
+    ctx: VerifyContext, policy: Policy, seeds: np.ndarray, tally: Tally
 ) -> tuple[Finding | None, np.ndarray, np.ndarray]:
     """Run episodes on both sides with the same actions; return (finding, ref returns, ref lengths)."""
+    return compared_groups(ctx, [Group(policy, 0, len(seeds))], seeds, tally)
+
+
+def compared_groups(
+    ctx: VerifyContext, groups: list[Group], seeds: np.ndarray, tally: Tally
+) -> tuple[Finding | None, np.ndarray, np.ndarray]:
+    """:func:`compared_episodes` for several policies' episodes in one batch (``batch_groups``):
+    returns and lengths per row of the batch."""
     spec = ctx.spec
     exact = spec.compare.mode == "exact"
     n = len(seeds)
@@ -103,11 +153,13 @@ def compared_episodes(
     returns = np.zeros(n)
     lengths = np.zeros(n, dtype=np.int64)
     obs = ctx.ref.observe(ref_state)
-    policy.reset(n)
+    for g in groups:
+        g.policy.reset(g.hi - g.lo)
     max_steps = spec.verify.l3_max_steps or spec.episode_cap + 1
     for t in range(max_steps):
+        masks = _masks(groups, active)
+        acts = _act(spec, groups, masks, obs, t)
         full = np.zeros((n, *spec.action.shape), dtype=spec.action.dtype)
-        acts = policy.act(obs, np.full(len(active), t))
         full[active] = acts
         history.append(full)
         start = time.perf_counter()
@@ -120,12 +172,16 @@ def compared_episodes(
         if pair.ref_draws is not None:
             tally.draws += int(np.minimum(pair.ref_draws.count, pair.ref_draws.size).sum())
         tally.errors(diff)
-        tally.excused[policy.name] = tally.excused.get(policy.name, 0) + int(diff.excused.sum())
-        _count_events(ctx, tally, policy.name, 0, ref_state, ref, acts)
-        _count_events(ctx, tally, policy.name, 1, port_state if exact else ref_state, port, acts)
+        for g, m in zip(groups, masks, strict=True):
+            name = g.policy.name
+            tally.excused[name] = tally.excused.get(name, 0) + int(diff.excused[m].sum())
+        _count_events(ctx, tally, groups, masks, 0, ref_state, ref, acts)
+        port_before = port_state if exact else ref_state
+        _count_events(ctx, tally, groups, masks, 1, port_before, port, acts)
         i = pair.first()
         if i is not None:
             env = int(active[i])
+            name = next(g.policy.name for g in groups if g.lo <= env < g.hi)
             actions = [to_jsonable(h[env]) for h in history]
             how = "free-running" if exact else "re-synced, one step from the reference state"
             return (
@@ -133,14 +189,14 @@ def compared_episodes(
                     ctx,
                     3,
                     "rollout.mismatch",
-                    f"policy {policy.name}: episode diverges in {{fields}} at step {t} ({how})",
+                    f"policy {name}: episode diverges in {{fields}} at step {t} ({how})",
                     pair,
                     i,
                     ref_state,
                     seed=int(seeds[env]),
                     step=t,
                     actions=actions,
-                    extra={"policy": policy.name},
+                    extra={"policy": name},
                 ),
                 returns,
                 lengths,
@@ -159,14 +215,15 @@ def compared_episodes(
 
 def free_port_episodes(
     ctx: VerifyContext,
-    policy: Policy,
+    groups: list[Group],
     seeds: np.ndarray,
-    tally: _Tally,
+    tally: Tally,
     driver: Driver | None = None,
     draws: np.random.Generator | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Free-running episodes of ``driver`` (the port) from the reference's reset states (sync)
-    or seeds; with ``draws``, each step's draws come from fresh seeds (distribution mode)."""
+    or seeds, every group's in one batch; with ``draws``, each step's draws come from fresh
+    seeds (distribution mode)."""
     spec = ctx.spec
     n = len(seeds)
     state = ctx.ref.reset(seeds) if spec.rng.mode == "sync" else ctx.port.reset(seeds)
@@ -175,9 +232,10 @@ def free_port_episodes(
     active = np.arange(n)
     returns = np.zeros(n)
     lengths = np.zeros(n, dtype=np.int64)
-    policy.reset(n)
+    for g in groups:
+        g.policy.reset(g.hi - g.lo)
     for t in range(spec.verify.l3_max_steps or spec.episode_cap + 1):
-        acts = policy.act(obs, np.full(len(active), t))
+        acts = _act(spec, groups, _masks(groups, active), obs, t)
         start = time.perf_counter()
         if draws is None:
             tr = driver.step(state, acts)
@@ -230,7 +288,7 @@ def _statistics_finding(
     )
 
 
-def _coverage_finding(ctx: VerifyContext, tally: _Tally) -> Finding | None:
+def _coverage_finding(ctx: VerifyContext, tally: Tally) -> Finding | None:
     for policy, events in tally.events.items():
         for name, (ref_count, port_count) in events.items():
             # an excused threshold flip may legitimately change an event count by one each
@@ -249,47 +307,59 @@ def _coverage_finding(ctx: VerifyContext, tally: _Tally) -> Finding | None:
 
 def run(ctx: VerifyContext) -> LevelResult:
     spec = ctx.spec
-    tally = _Tally()
+    tally = Tally()
     episodes = ctx.count(spec.verify.l3_episodes, 10)
-    rng = ctx.rng(31)
-    summary: dict[str, Any] = {}
-    for k, policy in enumerate(rollout_policies(spec, rng)):
-        seeds = (
+    policies = rollout_policies(spec, ctx.rng(31))
+    seeds = [
+        (
             np.arange(episodes, dtype=np.uint64) + 1_000_003 * (k + 1) + ctx.options.seed * 7_777
         ).astype(np.uint32)
-        if spec.rng.step == "distribution":
-            # steps draw afresh on each side: only whole-episode statistics can be compared
-            draws = ctx.rng(32 + k)
-            returns, lengths = free_port_episodes(ctx, policy, seeds, tally, ctx.ref, draws)
-            port_returns, port_lengths = free_port_episodes(
-                ctx, policy, seeds, tally, ctx.port, draws
-            )
-            finding = _statistics_finding(
-                ctx, policy.name, "return", returns, port_returns
-            ) or _statistics_finding(
-                ctx, policy.name, "length", lengths.astype(float), port_lengths.astype(float)
-            )
-        else:
-            finding, returns, lengths = compared_episodes(ctx, policy, seeds, tally)
+        for k in range(len(policies))
+    ]
+    groups, all_seeds = batch_groups(policies, seeds)
+    finding: Finding | None = None
+    port_returns = port_lengths = None
+    if spec.rng.step == "distribution":
+        # steps draw afresh on each side: only whole-episode statistics can be compared
+        draws = ctx.rng(32)
+        returns, lengths = free_port_episodes(ctx, groups, all_seeds, tally, ctx.ref, draws)
+        port_returns, port_lengths = free_port_episodes(
+            ctx, groups, all_seeds, tally, ctx.port, draws
+        )
+    else:
+        finding, returns, lengths = compared_groups(ctx, groups, all_seeds, tally)
         if finding is None and spec.compare.mode == "tolerance":
-            port_returns, port_lengths = free_port_episodes(ctx, policy, seeds, tally)
-            atol, rtol = spec.tolerance(None)
-            scale = float(np.max(np.abs(returns))) if len(returns) else 0.0
-            resolution = atol * float(lengths.max(initial=1)) + rtol * scale
-            finding = _statistics_finding(
-                ctx, policy.name, "return", returns, port_returns, resolution
-            ) or _statistics_finding(
-                ctx, policy.name, "length", lengths.astype(float), port_lengths.astype(float)
-            )
+            port_returns, port_lengths = free_port_episodes(ctx, groups, all_seeds, tally)
+    summary: dict[str, Any] = {}
+    for g in groups:
         if finding is not None:
-            return LevelResult(
-                3, "fail", finding.message, [finding], _stats(tally, summary, episodes, spec)
+            break
+        rows = slice(g.lo, g.hi)
+        if port_returns is not None and port_lengths is not None:
+            resolution = 0.0
+            if spec.compare.mode == "tolerance" and spec.rng.step != "distribution":
+                atol, rtol = spec.tolerance(None)
+                scale = float(np.max(np.abs(returns[rows]))) if g.hi > g.lo else 0.0
+                resolution = atol * float(lengths[rows].max(initial=1)) + rtol * scale
+            finding = _statistics_finding(
+                ctx, g.policy.name, "return", returns[rows], port_returns[rows], resolution
+            ) or _statistics_finding(
+                ctx,
+                g.policy.name,
+                "length",
+                lengths[rows].astype(float),
+                port_lengths[rows].astype(float),
             )
-        summary[policy.name] = {
-            "episodes": episodes,
-            "mean_return": float(returns.mean()),
-            "mean_length": float(lengths.mean()),
-        }
+        if finding is None:
+            summary[g.policy.name] = {
+                "episodes": episodes,
+                "mean_return": float(returns[rows].mean()),
+                "mean_length": float(lengths[rows].mean()),
+            }
+    if finding is not None:
+        return LevelResult(
+            3, "fail", finding.message, [finding], _stats(tally, summary, episodes, spec)
+        )
     finding = _coverage_finding(ctx, tally)
     out = _stats(tally, summary, episodes, spec)
     if finding is not None:
@@ -302,7 +372,7 @@ def run(ctx: VerifyContext) -> LevelResult:
     )
 
 
-def _stats(tally: _Tally, summary: dict[str, Any], episodes: int, spec: EnvSpec) -> dict[str, Any]:
+def _stats(tally: Tally, summary: dict[str, Any], episodes: int, spec: EnvSpec) -> dict[str, Any]:
     never = sorted(
         {name for ev in tally.events.values() for name, c in ev.items() if c[0] == 0}
         - {name for ev in tally.events.values() for name, c in ev.items() if c[0] > 0}

@@ -49,7 +49,7 @@ from envforge.train.vec_env import DriverVecEnv
 from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.report import LevelResult
-from envforge.verify.rollouts import _Tally, compared_episodes
+from envforge.verify.rollouts import Tally, compared_episodes
 
 LEVEL = 4
 
@@ -372,7 +372,7 @@ def probe_mismatch(
     for k in range(policy.num_seeds):
         seeds = rng.integers(0, 2**31, size=per_policy).astype(np.uint32)
         actor = _TrainedActor(policy.seed_slice(k), cfg.deterministic_eval)
-        finding, _, _ = compared_episodes(ctx, actor, seeds, _Tally())
+        finding, _, _ = compared_episodes(ctx, actor, seeds, Tally())
         if finding is not None:
             finding.level = LEVEL
             finding.check = "transfer.rollout_mismatch"
