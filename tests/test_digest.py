@@ -318,7 +318,7 @@ def _sweep(monkeypatch, tmp_path, seeds: int):  # type: ignore[no-untyped-def]
     from envforge.backends.recipe import build_driver, port_recipe
     from envforge.verify.checked import CheckedDriver
     from envforge.verify.context import VerifyContext, VerifyOptions
-    from envforge.verify.properties import check_reset_sweep
+    from envforge.verify.seed_sweep import check_reset_sweep
 
     monkeypatch.setenv("ENVFORGE_CACHE", str(tmp_path))
     reset: list[int] = []
@@ -338,7 +338,7 @@ def _sweep(monkeypatch, tmp_path, seeds: int):  # type: ignore[no-untyped-def]
 
 
 def test_sweep_keeps_the_reference_digests_and_reuses_them(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from envforge.verify.properties import SWEEP_LIVE
+    from envforge.verify.seed_sweep import SWEEP_LIVE
 
     n = 1 << 23
     stats, reset = _sweep(monkeypatch, tmp_path, n)
@@ -376,7 +376,7 @@ def test_stale_kept_digests_are_dropped_not_trusted(monkeypatch, tmp_path) -> No
 
 
 def test_sweepable_uses_the_rate_of_each_stretch() -> None:
-    from envforge.verify.properties import SWEEP_LIVE, _sweepable
+    from envforge.verify.seed_sweep import SWEEP_LIVE, _sweepable
 
     live, kept_rate = 1e-7, 1e-8
     kept = SWEEP_LIVE + 10**9

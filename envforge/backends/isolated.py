@@ -63,7 +63,9 @@ def _end_with_host(conn: Connection) -> None:
     threading.Thread(target=watch, name="end-with-host", daemon=True).start()
 
 
-def _serve(recipe: Recipe, conn: Connection, log_path: str) -> None:
+def serve_recipe(recipe: Recipe, conn: Connection, log_path: str) -> None:
+    """A driver process's main: build the recipe's driver and answer calls on ``conn`` until the
+    host closes it (the isolated driver's child, and the sandboxed server's body)."""
     os.setpgrp()  # own process group: a kill takes compilers and grandchildren too
     _end_with_host(conn)
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -120,7 +122,7 @@ class IsolatedDriver(Driver):
         fd, self._log_path = tempfile.mkstemp(prefix=owned_prefix(recipe.side), suffix=".log")
         os.close(fd)
         self._proc = ctx.Process(
-            target=_serve, args=(recipe, child_conn, self._log_path), daemon=True
+            target=serve_recipe, args=(recipe, child_conn, self._log_path), daemon=True
         )
         self._proc.start()
         child_conn.close()

@@ -33,7 +33,7 @@ from envforge.backends.recipe import (
 from envforge.mutate.workspace import Target
 from envforge.verify.context import VerifyOptions
 from envforge.verify.digest_cache import DigestCache
-from envforge.verify.properties import SWEEP_BLOCK, SWEEP_CHUNK, default_sweep
+from envforge.verify.seed_sweep import SWEEP_BLOCK, SWEEP_CHUNK, default_sweep
 
 WARM_CHUNK = 1 << 22
 """Seeds per task when the reference's digests are computed ahead of a campaign."""

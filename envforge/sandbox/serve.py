@@ -37,9 +37,9 @@ def main(argv: list[str]) -> None:
         conn = listener.accept()
     signal.alarm(0)
 
-    from envforge.backends.isolated import _serve
+    from envforge.backends.isolated import serve_recipe
 
-    _serve(recipe, conn, str(scratch / LOG))
+    serve_recipe(recipe, conn, str(scratch / LOG))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import numpy as np
 from envforge.backends.base import Driver, State
 from envforge.spec import EnvSpec
 from envforge.verify.policies import random_actions
-from envforge.verify.strategies import _limits, sample_states
+from envforge.verify.strategies import field_limits, sample_states
 
 ROUNDS = 70
 """Enough halvings to reach adjacent float64 values from any interval."""
@@ -49,7 +49,7 @@ def _scales(spec: EnvSpec) -> dict[str, np.ndarray]:
     """Per field, its range width per element (flattened), at least 1e-12."""
     out = {}
     for f in spec.state:
-        lo, hi = _limits(f)
+        lo, hi = field_limits(f)
         width = np.broadcast_to(np.asarray(hi, np.float64) - lo, f.shape).reshape(-1)
         out[f.name] = np.maximum(width, 1e-12)
     return out
@@ -116,7 +116,7 @@ def draw_lines(
         y = other[name].reshape(n, -1)[i, element[i]]
         if rng.random() < 0.5:  # half the lines: a narrow interval around the base value
             f = spec.field(name)
-            lo, hi = (np.broadcast_to(v, f.shape).reshape(-1)[element[i]] for v in _limits(f))
+            lo, hi = (np.broadcast_to(v, f.shape).reshape(-1)[element[i]] for v in field_limits(f))
             y = np.clip(x + (y - x) * 10.0 ** rng.uniform(-4, 0), lo, hi).astype(x.dtype)
         ka, kb = ordered_keys(np.array([x, y]))
         a[i], b[i] = min(ka, kb), max(ka, kb)

@@ -33,7 +33,7 @@ SPARSE_WRITES = 24
 _HOOKS: dict[str, Callable[..., Any]] = {}
 
 
-def _limits(f: StateField) -> tuple[Any, Any]:
+def field_limits(f: StateField) -> tuple[Any, Any]:
     """(low, high) to draw from: floats, or arrays of the field's shape when the spec gives a
     range per element (an array field's joint limits)."""
     info_lo, info_hi = -DEFAULT_FLOAT_SPAN, DEFAULT_FLOAT_SPAN
@@ -46,7 +46,7 @@ def _limits(f: StateField) -> tuple[Any, Any]:
 
 
 def field_strategy(f: StateField) -> st.SearchStrategy[Any]:
-    lo, hi = _limits(f)
+    lo, hi = field_limits(f)
     if np.ndim(lo) or np.ndim(hi):  # a range per element: each element drawn from its own
         lows = np.broadcast_to(lo, f.shape).reshape(-1)
         highs = np.broadcast_to(hi, f.shape).reshape(-1)
@@ -234,7 +234,7 @@ def sample_states(spec: EnvSpec, rng: np.random.Generator, n: int) -> State:
 def _sample_in_ranges(spec: EnvSpec, rng: np.random.Generator, n: int) -> State:
     out: State = {}
     for f in spec.state:
-        lo, hi = _limits(f)
+        lo, hi = field_limits(f)
         shape = (n, *f.shape)
         values: np.ndarray
         if f.np_dtype.kind == "b":
