@@ -156,6 +156,18 @@ class Policy(_Model):
     expr: str
 
 
+class CoverageExclude(_Model):
+    """Reference lines that no verification of this configuration can run (another
+    constructor option's branch, rendering, stepping after termination): left out of the
+    coverage percentage and listed in the report with the reason."""
+
+    match: str
+    """A regular expression searched in the reference source (``^``/``$`` per line, may span
+    lines): the line where each match starts is excluded, and the block it opens if it ends
+    with ``:``."""
+    why: str
+
+
 class CSettings(_Model):
     struct: str
     prefix: str
@@ -186,6 +198,7 @@ class VerifySettings(_Model):
     explain: str | None = None
     """``file.py:function`` (relative to the spec): ``f(state_before, action, keys) -> str``,
     text added to a step finding (e.g. which opcode handler wrote the diverging field)."""
+    coverage_exclude: tuple[CoverageExclude, ...] = ()
 
 
 class EnvSpec(_Model):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from envforge.backends.c import CDriver
-from envforge.backends.coverage import LineCoverage, line_ranges, merge_all
+from envforge.backends.coverage import LineCoverage, excluded_lines, line_ranges, merge_all
 from envforge.backends.gymnasium import GymnasiumDriver
 from envforge.locate import spec_for_name
 from envforge.spec import load_spec
@@ -174,6 +174,36 @@ def test_line_coverage_sentences_and_merging() -> None:
     )
     assert line_ranges([3, 4, 5, 9, 11, 12]) == "3-5, 9, 11-12"
     assert LineCoverage.from_dict(merged.to_dict()) == merged
+
+
+def test_spec_exclusions_pick_a_line_and_its_block(tmp_path: Path) -> None:
+    source = (
+        "def step(self):\n"  # 1
+        "    if self.mode == 'a':\n"  # 2
+        "        x = 1\n"  # 3
+        "    else:  # mode b\n"  # 4
+        "        x = 2\n"  # 5
+        "\n"  # 6
+        "        y = 3\n"  # 7
+        "    if self.render_mode == 'human':\n"  # 8
+        "        self.render()\n"  # 9
+        "    return x\n"  # 10
+    )
+    assert excluded_lines(source, r"else:  # mode b") == {4, 5, 6, 7}
+    assert excluded_lines(source, r"^\s*x = 1$") == {3}  # not a block: the line alone
+    assert excluded_lines(source, r"if self\.mode == 'a':\n\s*x = 1") == {2, 3}
+    path = tmp_path / "env.py"
+    path.write_text(source)
+    cov = LineCoverage(str(path), "step", {2: 1, 3: 1, 5: 0, 7: 0, 8: 1, 9: 0, 10: 1})
+    rules = [("else:  # mode b", "mode b only"), ("render_mode == 'human'", "rendering")]
+    out = cov.excluding(rules)
+    assert out.percent == 100.0 and out.never_executed() == []
+    # the render branch's `if` line ran: an exclusion never hides a line that ran
+    assert out.excluded == {5: "mode b only", 7: "mode b only", 9: "rendering"}
+    assert out.lines == {2: 1, 3: 1, 8: 1, 10: 1}
+    assert out.sentence("L1").endswith("excused: lines 5, 7 (mode b only); line 9 (rendering)")
+    assert LineCoverage.from_dict(out.to_dict()) == out
+    assert cov.excluding([("no such text", "-")]) is cov
 
 
 def test_the_agents_verify_text_names_reference_lines_never_run() -> None:

@@ -12,6 +12,8 @@ gcc's ``--coverage`` instrumentation for C (``gcov.py``).
 from __future__ import annotations
 
 import ast
+import bisect
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,6 +30,9 @@ class LineCoverage:
     """Executable line -> times executed (coverage.py: 1 executed, 0 not)."""
     branches: dict[int, list[int]] = field(default_factory=dict)
     """Line -> times each of its branch outcomes was taken (C only)."""
+    excluded: dict[int, str] = field(default_factory=dict)
+    """Never-executed lines the spec excludes (``[verify] coverage_exclude``) -> why; not in
+    ``lines``, so not in the percentage."""
 
     @property
     def name(self) -> str:
@@ -69,7 +74,27 @@ class LineCoverage:
         for line, b in other.branches.items():
             mine = branches.setdefault(line, [0] * len(b))
             branches[line] = [x + y for x, y in zip(mine, b, strict=False)]
-        return LineCoverage(self.file, self.scope, lines, branches)
+        excluded = {**self.excluded, **other.excluded}
+        return LineCoverage(self.file, self.scope, lines, branches, excluded)
+
+    def excluding(self, rules: list[tuple[str, str]]) -> LineCoverage:
+        """This coverage without the never-executed lines that ``rules`` (regex, why) pick in
+        the source (``excluded_lines``); unchanged when the source cannot be read."""
+        try:
+            source = Path(self.file).read_text()
+        except (OSError, UnicodeDecodeError):
+            return self
+        picked: dict[int, str] = {}
+        for pattern, why in rules:
+            for line in excluded_lines(source, pattern):
+                # an exclusion excuses lines never run; a line that ran is counted as run
+                if self.lines.get(line, 1) == 0:
+                    picked.setdefault(line, why)
+        if not picked:
+            return self
+        lines = {k: v for k, v in self.lines.items() if k not in picked}
+        branches = {k: v for k, v in self.branches.items() if k not in picked}
+        return LineCoverage(self.file, self.scope, lines, branches, {**self.excluded, **picked})
 
     def sentence(self, what: str) -> str:
         """``L1–L3 executed 94% of pong.c (81 of 86 lines; branches 60 of 70); never executed:
@@ -85,6 +110,12 @@ class LineCoverage:
         not_taken = self.branch_lines_not_taken()
         if not_taken:
             text += f"; a branch outcome never taken on {_lines(not_taken)}"
+        if self.excluded:
+            by_why: dict[str, list[int]] = {}
+            for line, why in sorted(self.excluded.items()):
+                by_why.setdefault(why, []).append(line)
+            parts = [f"{_lines(lines)} ({why})" for why, lines in by_why.items()]
+            text += "; excused: " + "; ".join(parts)
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -97,6 +128,8 @@ class LineCoverage:
             "never_executed": self.never_executed(),
             "line_counts": {str(k): v for k, v in sorted(self.lines.items())},
         }
+        if self.excluded:
+            out["excluded"] = {str(k): v for k, v in sorted(self.excluded.items())}
         if self.branches:
             out.update(
                 branches_total=self.branches_total,
@@ -115,6 +148,7 @@ class LineCoverage:
             branches={
                 int(k): [int(x) for x in v] for k, v in data.get("branch_counts", {}).items()
             },
+            excluded={int(k): str(v) for k, v in data.get("excluded", {}).items()},
         )
 
 
@@ -126,6 +160,30 @@ def merge_all(parts: list[list[LineCoverage]]) -> list[LineCoverage]:
             key = (cov.file, cov.scope)
             by_key[key] = by_key[key].merged(cov) if key in by_key else cov
     return list(by_key.values())
+
+
+def excluded_lines(source: str, pattern: str) -> set[int]:
+    """Lines (1-based) picked by ``pattern`` in ``source``: where each match starts, and when
+    that line opens a block (ends with ``:`` before any comment), every line of the block
+    (the following lines indented deeper, blank lines included)."""
+    text = source.splitlines()
+    starts: list[int] = [0]
+    for row in text:
+        starts.append(starts[-1] + len(row) + 1)
+    picked: set[int] = set()
+    for m in re.finditer(pattern, source, re.MULTILINE):
+        line = bisect.bisect_right(starts, m.start())  # 1-based
+        picked.add(line)
+        head = text[line - 1]
+        if not head.split("#", 1)[0].rstrip().endswith(":"):
+            continue
+        indent = len(head) - len(head.lstrip())
+        for k in range(line, len(text)):
+            row = text[k]
+            if row.strip() and len(row) - len(row.lstrip()) <= indent:
+                break
+            picked.add(k + 1)
+    return picked
 
 
 def _lines(lines: list[int]) -> str:

@@ -97,13 +97,32 @@ def start_coverage(ref: Driver) -> str | None:
         return f"coverage could not start: {exc}"
 
 
-def read_coverage(ref: Driver, note: str | None) -> tuple[list[LineCoverage] | None, str | None]:
+GYMNASIUM_EXCLUDES = [
+    (
+        r"if self\.render_mode == \"human\":",
+        "human rendering; verification runs without a render mode",
+    )
+]
+"""Coverage exclusions every gymnasium reference gets, beside its spec's own."""
+
+
+def read_coverage(
+    ref: Driver, note: str | None, spec: EnvSpec
+) -> tuple[list[LineCoverage] | None, str | None]:
+    """The reference's coverage since ``start_coverage``, without the lines the spec excludes
+    (``[verify] coverage_exclude``); or why there is none."""
     if note is not None:
         return None, note
     try:
-        return ref.coverage_read(), None
+        files = ref.coverage_read()
     except DriverFailure as exc:
         return None, f"coverage could not be read: {exc}"
+    rules = [(rule.match, rule.why) for rule in spec.verify.coverage_exclude]
+    if spec.reference_kind == "gymnasium":
+        rules += GYMNASIUM_EXCLUDES
+    if files is None or not rules:
+        return files, None
+    return [cov.excluding(rules) for cov in files], None
 
 
 class DriverPair:
@@ -177,7 +196,7 @@ def verify(
                     ref, prt = CheckedDriver(ref), CheckedDriver(prt)
                 result = run_level(level, VerifyContext(spec, ref, prt, options))
                 if measured:
-                    result.coverage, coverage_note = read_coverage(ref, coverage_note)
+                    result.coverage, coverage_note = read_coverage(ref, coverage_note, spec)
                 if coverage_note:
                     result.stats["coverage_error"] = coverage_note
             except DriverFailure as exc:
