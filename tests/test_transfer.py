@@ -126,6 +126,12 @@ def test_l4_is_inconclusive_when_the_policy_did_not_learn():
     params = jax.vmap(net.init)(jax.random.split(jax.random.PRNGKey(0), cfg.seeds))
     untrained = TrainResult(Policy(net, params), np.zeros((cfg.seeds, 1)), 0.0, 0.0, 0)
     direction = run_direction(ctx, cfg, "port", untrained)
+    # every training seed plays its own starts: K policies sharing N starts would share their
+    # luck, and the TOST's within-policy standard error would be too small (sync-mode specs)
+    starts = direction.port.seeds
+    assert len(starts) == cfg.seeds * ctx.count(cfg.episodes, minimum=2)
+    assert len(np.unique(starts)) == len(starts)
+    assert np.array_equal(direction.reference.seeds, starts)  # the same starts on both sides
     assert direction.test.equivalent and not direction.beats_random
     assert direction.status == "inconclusive"
     assert "not clearly better than random" in direction.summary()

@@ -186,9 +186,16 @@ def evaluate_policy(
     max_steps: int | None = None,
     action_seed: int = 0,
 ) -> EpisodeStats:
-    """N episodes per training seed; ``seeds`` (length N) are reused for every training seed."""
+    """N episodes per training seed. With N·K ``seeds`` each training seed plays its own N
+    starts, so every episode is independent of the others (what L4's statistics assume: K
+    policies that share their starts share the starts' luck, and their mean varies more than
+    the within-policy spread says); with N seeds all K play the same N starts."""
     k = policy.num_seeds
-    env_seeds = np.tile(np.asarray(seeds, dtype=np.uint32)[:episodes_per_seed], k)
+    seeds = np.asarray(seeds, dtype=np.uint32)
+    if len(seeds) >= k * episodes_per_seed:
+        env_seeds = seeds[: k * episodes_per_seed]
+    else:
+        env_seeds = np.tile(seeds[:episodes_per_seed], k)
     group = np.repeat(np.arange(k), episodes_per_seed)
     act = policy_action_fn(policy, episodes_per_seed, deterministic, action_seed)
     return run_episodes(driver, spec, act, env_seeds, group, max_steps)

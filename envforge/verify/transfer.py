@@ -129,8 +129,9 @@ def run_direction(
     spec = ctx.spec
     episodes = ctx.count(cfg.episodes, minimum=2)
     rng = ctx.rng(40 + (trained_on == "reference"))
-    seeds = rng.integers(0, 2**31, size=episodes).astype(np.uint32)
     policy = training.policy
+    # each training seed its own starts: episodes independent across policies (see evaluate_policy)
+    seeds = rng.integers(0, 2**31, size=episodes * policy.num_seeds).astype(np.uint32)
 
     def evaluate(driver: Driver) -> EpisodeStats:
         return evaluate_policy(
