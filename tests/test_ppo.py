@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from envforge.backends.jax import JaxDriver
-from envforge.errors import SpecError
+from envforge.errors import BadInput, SpecError
 from envforge.spec import EnvSpec, load_spec
 from envforge.train.config import PPOConfig, l4_config, parse_l4_table
 from envforge.train.evaluate import evaluate_policy, random_action_fn, run_episodes
@@ -210,6 +210,11 @@ def test_host_loop_trains_through_a_driver():
         ),
         ({"margin": 1.0, "better_than_random": 1.0, "activation": "gelu"}, "l4.activation"),
         ({"margin": 1.0, "better_than_random": 1.0, "seeds": 1}, "l4.seeds"),
+        ({"margin": 1.0, "better_than_random": 1.0, "obs_one_hot": -1}, "l4.obs_one_hot"),
+        (
+            {"margin": 1.0, "better_than_random": 1.0, "obs_one_hot": 4, "normalize_obs": True},
+            "l4.obs_one_hot",
+        ),
     ],
 )
 def test_bad_l4_tables_name_the_key(table, key):
@@ -225,3 +230,29 @@ def test_l4_table_is_typed():
     assert cfg.margin == 2.0 and isinstance(cfg.margin, float)
     assert cfg.ppo.hidden == (32, 32) and cfg.ppo.normalize_obs
     assert cfg.reverse_ppo.total_timesteps == cfg.ppo.total_timesteps // 10
+
+
+def test_one_hot_observations_feed_the_networks_and_round_trip(tmp_path):
+    """FrozenLake's observation is a cell index: with ``obs_one_hot`` the networks see cell 3
+    and cell 4 as unrelated inputs, not as neighbouring numbers; a saved policy keeps it."""
+    spec = load_spec(ROOT / "references" / "frozenlake" / "env.toml")
+    cfg = dataclasses.replace(PPOConfig(), obs_one_hot=64)
+    net = network_for(spec, cfg)
+    assert net.in_dim == 64
+    x = net.inputs(jnp.asarray([[3.0], [63.0]]))
+    assert x.shape == (2, 64) and float(x[0, 3]) == 1.0 and float(x[1, 63]) == 1.0
+    assert float(x.sum()) == 2.0
+    params = jax.vmap(net.init)(jax.random.split(jax.random.PRNGKey(0), 2))
+    from envforge.train.policy import Policy
+
+    path = Policy(net, params).save(tmp_path / "p.npz")
+    again = load_policy(path)
+    assert again.net.one_hot == 64
+    obs = np.zeros((2, 3, 1), np.float32)
+    assert np.array_equal(
+        again.actions(obs, jax.random.PRNGKey(1)),
+        Policy(net, params).actions(obs, jax.random.PRNGKey(1)),
+    )
+    pong = load_spec(ROOT / "references" / "pong" / "env.toml")
+    with pytest.raises(BadInput, match="obs_one_hot needs an observation of one number"):
+        network_for(pong, cfg)

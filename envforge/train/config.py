@@ -68,6 +68,9 @@ class PPOConfig:
     """Standardize advantages per minibatch."""
     normalize_obs: bool = False
     """Keep running observation mean/variance and feed the network standardized observations."""
+    obs_one_hot: int = 0
+    """For an observation that is one discrete index (FrozenLake's 64 cells, Taxi's 500 states):
+    the networks see it one-hot in this many inputs instead of as one number (0: off)."""
     hidden: tuple[int, ...] = (64, 64)
     """Hidden layer widths of the actor and of the critic (separate networks)."""
     activation: Literal["tanh", "relu"] = "tanh"
@@ -88,6 +91,13 @@ class PPOConfig:
             _require(value >= 0, key, "a number >= 0", value)
         _require(
             all(h >= 1 for h in self.hidden), "hidden", "a list of layer widths >= 1", self.hidden
+        )
+        _require(self.obs_one_hot >= 0, "obs_one_hot", "an integer >= 0", self.obs_one_hot)
+        _require(
+            not (self.obs_one_hot and self.normalize_obs),
+            "obs_one_hot",
+            "0 when normalize_obs is on (an index is not standardized)",
+            self.obs_one_hot,
         )
         _require(
             self.batch_size % self.num_minibatches == 0,

@@ -98,12 +98,26 @@ class ActorCritic:
     head: ActionHead
     hidden: tuple[int, ...] = (64, 64)
     activation: Literal["tanh", "relu"] = "tanh"
+    one_hot: int = 0
+    """When > 0, the observation is one number, a discrete index (FrozenLake's cell), and the
+    networks see it one-hot encoded in this many inputs instead."""
+
+    @property
+    def in_dim(self) -> int:
+        return self.one_hot or self.obs_dim
+
+    def inputs(self, obs: jax.Array) -> jax.Array:
+        """The networks' input ``[..., in_dim]`` for observations ``[..., obs_dim]``."""
+        x = obs.reshape(*obs.shape[: obs.ndim - 1], self.obs_dim)
+        if self.one_hot:
+            return jax.nn.one_hot(x[..., 0].astype(jnp.int32), self.one_hot, dtype=jnp.float32)
+        return x.astype(jnp.float32)
 
     def init(self, key: jax.Array) -> Params:
         actor_key, critic_key = jax.random.split(key)
         params: Params = {
-            "actor": _init_mlp(actor_key, [self.obs_dim, *self.hidden, self.head.size], 0.01),
-            "critic": _init_mlp(critic_key, [self.obs_dim, *self.hidden, 1], 1.0),
+            "actor": _init_mlp(actor_key, [self.in_dim, *self.hidden, self.head.size], 0.01),
+            "critic": _init_mlp(critic_key, [self.in_dim, *self.hidden, 1], 1.0),
         }
         if self.head.kind == "continuous":
             params["log_std"] = jnp.zeros((self.head.size,), jnp.float32)
@@ -118,12 +132,11 @@ class ActorCritic:
 
     def apply(self, params: Params, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         """(policy head output ``[..., size]``, value ``[...]``) for observations ``[..., obs_dim]``."""
-        x = obs.reshape(*obs.shape[: obs.ndim - 1], self.obs_dim).astype(jnp.float32)
+        x = self.inputs(obs)
         return self._mlp(params["actor"], x), self._mlp(params["critic"], x)[..., 0]
 
     def value(self, params: Params, obs: jax.Array) -> jax.Array:
-        x = obs.reshape(*obs.shape[: obs.ndim - 1], self.obs_dim).astype(jnp.float32)
-        return self._mlp(params["critic"], x)[..., 0]
+        return self._mlp(params["critic"], self.inputs(obs))[..., 0]
 
     # ---- the action distribution ----------------------------------------------------------
     def sample(self, key: jax.Array, params: Params, head_out: jax.Array) -> jax.Array:

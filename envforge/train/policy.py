@@ -115,6 +115,7 @@ def load_policy(path: str | Path) -> Policy:
             head=head,
             hidden=tuple(net_cfg["hidden"]),
             activation=net_cfg["activation"],
+            one_hot=int(net_cfg.get("one_hot", 0)),
         )
         template = net.init(jax.random.PRNGKey(0))
         treedef = jax.tree_util.tree_structure(template)

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from envforge.errors import BadInput
 from envforge.spec import EnvSpec
 from envforge.train.config import PPOConfig
 from envforge.train.gae import compute_gae
@@ -64,11 +65,17 @@ class UpdateMetrics(NamedTuple):
 
 
 def network_for(spec: EnvSpec, cfg: PPOConfig) -> ActorCritic:
+    obs_dim = max(1, math.prod(spec.observation.shape))
+    if cfg.obs_one_hot and obs_dim != 1:
+        raise BadInput(
+            f"l4.obs_one_hot needs an observation of one number; {spec.name}'s has {obs_dim}"
+        )
     return ActorCritic(
-        obs_dim=max(1, math.prod(spec.observation.shape)),
+        obs_dim=obs_dim,
         head=ActionHead.from_space(spec.action),
         hidden=cfg.hidden,
         activation=cfg.activation,
+        one_hot=cfg.obs_one_hot,
     )
 
 
