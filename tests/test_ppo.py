@@ -239,7 +239,8 @@ def test_one_hot_observations_feed_the_networks_and_round_trip(tmp_path):
     cfg = dataclasses.replace(PPOConfig(), obs_one_hot=64)
     net = network_for(spec, cfg)
     assert net.in_dim == 64
-    x = net.inputs(jnp.asarray([[3.0], [63.0]]))
+    assert net.scalar_obs  # FrozenLake's observation has shape (): no feature axis
+    x = net.inputs(jnp.asarray([3.0, 63.0]))
     assert x.shape == (2, 64) and float(x[0, 3]) == 1.0 and float(x[1, 63]) == 1.0
     assert float(x.sum()) == 2.0
     params = jax.vmap(net.init)(jax.random.split(jax.random.PRNGKey(0), 2))
@@ -247,8 +248,8 @@ def test_one_hot_observations_feed_the_networks_and_round_trip(tmp_path):
 
     path = Policy(net, params).save(tmp_path / "p.npz")
     again = load_policy(path)
-    assert again.net.one_hot == 64
-    obs = np.zeros((2, 3, 1), np.float32)
+    assert again.net.one_hot == 64 and again.net.scalar_obs
+    obs = np.zeros((2, 3), np.float32)
     assert np.array_equal(
         again.actions(obs, jax.random.PRNGKey(1)),
         Policy(net, params).actions(obs, jax.random.PRNGKey(1)),

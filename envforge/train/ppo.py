@@ -76,6 +76,7 @@ def network_for(spec: EnvSpec, cfg: PPOConfig) -> ActorCritic:
         hidden=cfg.hidden,
         activation=cfg.activation,
         one_hot=cfg.obs_one_hot,
+        scalar_obs=spec.observation.shape == (),
     )
 
 
