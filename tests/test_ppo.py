@@ -234,13 +234,14 @@ def test_l4_table_is_typed():
 
 def test_one_hot_observations_feed_the_networks_and_round_trip(tmp_path):
     """FrozenLake's observation is a cell index: with ``obs_one_hot`` the networks see cell 3
-    and cell 4 as unrelated inputs, not as neighbouring numbers; a saved policy keeps it."""
+    and cell 4 as unrelated inputs, not as neighbouring numbers; a saved policy keeps it; and
+    the fused trainer runs on an observation of shape () (it broadcast the truncation flags
+    against one: "cannot reshape (16, 16) into (16, 1)")."""
     spec = load_spec(ROOT / "references" / "frozenlake" / "env.toml")
     cfg = dataclasses.replace(PPOConfig(), obs_one_hot=64)
     net = network_for(spec, cfg)
     assert net.in_dim == 64
-    assert net.scalar_obs  # FrozenLake's observation has shape (): no feature axis
-    x = net.inputs(jnp.asarray([3.0, 63.0]))
+    x = net.inputs(jnp.asarray([[3.0], [63.0]]))
     assert x.shape == (2, 64) and float(x[0, 3]) == 1.0 and float(x[1, 63]) == 1.0
     assert float(x.sum()) == 2.0
     params = jax.vmap(net.init)(jax.random.split(jax.random.PRNGKey(0), 2))
@@ -248,12 +249,16 @@ def test_one_hot_observations_feed_the_networks_and_round_trip(tmp_path):
 
     path = Policy(net, params).save(tmp_path / "p.npz")
     again = load_policy(path)
-    assert again.net.one_hot == 64 and again.net.scalar_obs
-    obs = np.zeros((2, 3), np.float32)
+    assert again.net.one_hot == 64
+    obs = np.zeros((2, 3), np.float32)  # K=2 policies x 3 envs, observations of shape ()
     assert np.array_equal(
         again.actions(obs, jax.random.PRNGKey(1)),
         Policy(net, params).actions(obs, jax.random.PRNGKey(1)),
     )
+    small = dataclasses.replace(cfg, total_timesteps=256, num_envs=4, num_steps=64)
+    port = load_port(ROOT / "generated" / "frozenlake" / "jax", "frozenlake")
+    trained = train_fused(port, spec, small, seeds=2)
+    assert trained.policy.net.one_hot == 64 and trained.env_steps == 2 * 256
     pong = load_spec(ROOT / "references" / "pong" / "env.toml")
     with pytest.raises(BadInput, match="obs_one_hot needs an observation of one number"):
         network_for(pong, cfg)

@@ -102,17 +102,12 @@ class ActorCritic:
     """When > 0, the observation is one number, a discrete index (FrozenLake's cell), and the
     networks see it one-hot encoded in this many inputs instead."""
 
-    scalar_obs: bool = False
-    """The observation has shape ``()`` (one number per env, no feature axis)."""
-
     @property
     def in_dim(self) -> int:
         return self.one_hot or self.obs_dim
 
     def inputs(self, obs: jax.Array) -> jax.Array:
         """The networks' input ``[..., in_dim]`` for observations ``[..., obs_dim]``."""
-        if self.scalar_obs:
-            obs = obs[..., None]
         x = obs.reshape(*obs.shape[: obs.ndim - 1], self.obs_dim)
         if self.one_hot:
             return jax.nn.one_hot(x[..., 0].astype(jnp.int32), self.one_hot, dtype=jnp.float32)

@@ -116,7 +116,6 @@ def load_policy(path: str | Path) -> Policy:
             hidden=tuple(net_cfg["hidden"]),
             activation=net_cfg["activation"],
             one_hot=int(net_cfg.get("one_hot", 0)),
-            scalar_obs=bool(net_cfg.get("scalar_obs", False)),
         )
         template = net.init(jax.random.PRNGKey(0))
         treedef = jax.tree_util.tree_structure(template)
