@@ -125,6 +125,15 @@ def section(data: dict[str, Any], command: str) -> list[str]:
     return lines + [""]
 
 
+def said(run: Any) -> str:
+    """One mutant's first finding (level, check, fields) or error, for the progress log: what
+    a campaign stopped before its end still tells."""
+    finding = run.first_finding
+    if finding:
+        return f"L{finding.get('level')} {finding.get('check')} {finding.get('fields')}"
+    return "timed out" if run.timed_out else (run.error[:120] or "no finding")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", default="pong,cartpole")
@@ -157,7 +166,9 @@ def main() -> int:
             seed=args.seed,
             parallel=args.jobs or os.cpu_count() or 1,
             progress=lambda done, total, run: print(
-                f"  {done}/{total} {run.job.mutant.id}", file=sys.stderr, flush=True
+                f"  {done}/{total} {run.job.mutant.id} {run.wall_s:.0f} s: {said(run)}",
+                file=sys.stderr,
+                flush=True,
             ),
             note=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True),
         )
