@@ -2,9 +2,12 @@
 
     .venv/bin/python benchmarks/mutation_results.py                       # pong and cartpole, JAX and Rust
     .venv/bin/python benchmarks/mutation_results.py --envs pong --targets rust --max 20 --scale 0.2
+    .venv/bin/python benchmarks/mutation_results.py --envs chip8 --targets rust --max 36 \
+        --scale 0.2 --seed-sweep 65536 --jobs 1       # chip8: a fixed sweep (the plan's is too big)
     .venv/bin/python benchmarks/mutation_results.py --render-only         # the page from the JSONs
 
-Each campaign is `envforge mutate <env> --target T --max N --scale S`; its JSON goes to
+Each campaign is `envforge mutate <env> --target T --max N --scale S [--seed-sweep K --jobs J]`;
+its JSON goes to
 docs/mutate/ (`<env>.json` for the JAX port, `<env>-<target>.json` for another).
 """
 
@@ -22,6 +25,7 @@ from envforge.locate import spec_for_name
 from envforge.mutate.campaign import run_campaign
 from envforge.mutate.workspace import resolve_target
 from envforge.verify.context import VerifyOptions
+from envforge.verify.runner import parse_seed_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "mutate"
@@ -121,6 +125,15 @@ def section(data: dict[str, Any], command: str) -> list[str]:
     return lines + [""]
 
 
+def said(run: Any) -> str:
+    """One mutant's first finding (level, check, fields) or error, for the progress log: what
+    a campaign stopped before its end still tells."""
+    finding = run.first_finding
+    if finding:
+        return f"L{finding.get('level')} {finding.get('check')} {finding.get('fields')}"
+    return "timed out" if run.timed_out else (run.error[:120] or "no finding")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", default="pong,cartpole")
@@ -128,10 +141,18 @@ def main() -> int:
     parser.add_argument("--max", type=int, default=60)
     parser.add_argument("--scale", type=float, default=1.0)  # the verifier's default effort
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed-sweep",
+        default=None,
+        help="L1 reset sweep of every mutant (N, 2^k or full), as `envforge mutate --seed-sweep`; "
+        "unset, the campaign plans one",
+    )
+    parser.add_argument("--jobs", type=int, default=0, help="mutants at once (0: one per core)")
     parser.add_argument("--render-only", action="store_true", help="rewrite the page only")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     campaigns = [] if args.render_only else args.envs.split(",")
+    sweep = None if args.seed_sweep is None else parse_seed_sweep(args.seed_sweep)
     for env, kind in ((e, t) for e in campaigns for t in args.targets.split(",")):
         spec = spec_for_name(env)
         target = resolve_target(spec, "port", kind, None)
@@ -140,12 +161,14 @@ def main() -> int:
         report = run_campaign(
             target,
             [0, 1, 2, 3],
-            VerifyOptions(seed=args.seed, scale=args.scale),
+            VerifyOptions(seed=args.seed, scale=args.scale, seed_sweep=sweep),
             limit=args.max,
             seed=args.seed,
-            parallel=os.cpu_count() or 1,
+            parallel=args.jobs or os.cpu_count() or 1,
             progress=lambda done, total, run: print(
-                f"  {done}/{total} {run.job.mutant.id}", file=sys.stderr, flush=True
+                f"  {done}/{total} {run.job.mutant.id} {run.wall_s:.0f} s: {said(run)}",
+                file=sys.stderr,
+                flush=True,
             ),
             note=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True),
         )
@@ -153,6 +176,8 @@ def main() -> int:
         flag = "" if kind == "jax" else f" --target {kind}"
         data["command"] = (
             f"envforge mutate {env}{flag} --max {args.max} --scale {args.scale} --seed {args.seed}"
+            + ("" if args.seed_sweep is None else f" --seed-sweep {args.seed_sweep}")
+            + (f" --jobs {args.jobs}" if args.jobs else "")
         )
         data["target"] = kind
         data["measured"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")

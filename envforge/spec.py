@@ -205,6 +205,10 @@ class EnvSpec(_Model):
     name: str
     reference: str
     description: str = ""
+    sources: tuple[str, ...] = ()
+    """Other files of the reference (relative to the spec), shown in the translation prompt
+    after it and copied beside it into an agent's workspace: modules it loads by path, data it
+    reads (a game ROM's assembly source)."""
     episode_cap: int = Field(gt=0)
     observation: BoxSpace
     action: ActionSpace

@@ -145,6 +145,17 @@ def test_meaningful_states_keep_the_program_and_a_consistent_stack():
     assert set(np.unique(state["memory"][:, chip8.OVER])) == {0, 1}
 
 
+def test_meaningful_states_reach_handlers_the_program_has_once():
+    """The PC is drawn per handler, not per address: FX0A (one address of 178) about once in 60
+    states, so that L1 sees its wait branch (no key held) in a sweep of a few hundred states."""
+    spec = load_spec(CHIP8_DIR)
+    pc = sample_states(spec, np.random.default_rng(2), 4096)["pc"]
+    words = {a: chip8.ROM[a - 0x200] << 8 | chip8.ROM[a - 0x1FF] for a in chip8.INSTRUCTIONS}
+    wait = next(a for a, op in words.items() if op & 0xF0FF == 0xF00A)
+    assert (pc == wait).mean() > 1 / 100  # uniform over addresses: 1 / 178
+    assert len(np.unique(pc)) == len(chip8.INSTRUCTIONS)  # every address still drawn
+
+
 @settings(max_examples=20, deadline=None)
 @given(state_strategy(load_spec(CHIP8_DIR)))
 def test_hypothesis_draws_large_fields_sparsely_and_constrained(row):

@@ -15,6 +15,7 @@ from conftest import ROOT, apply_patch
 from envforge.backends.base import Driver
 from envforge.backends.jax import JaxDriver, load_module
 from envforge.backends.python import PythonDriver
+from envforge.prompts.render import estimate_tokens, repair_task
 from envforge.spec import load_spec
 from envforge.verify.context import VerifyContext
 from envforge.verify.strategies import sample_actions, sample_states
@@ -94,6 +95,12 @@ def test_jax_port_with_a_wrong_shift_flag_differs(spec, reference, tmp_path):  #
     )
     assert f"8XY6 (op_8xy6) at PC 0x{shr:03X}: V[3], V[15]" in finding.message
     assert "instructions run" in finding.extra["explain"]
+    # the repair prompt names the handler, and shows memory and the screen only where they
+    # differ (printed whole: ~24 k tokens)
+    text = repair_task(finding, None, 1, "port/chip8.py", broken.path.read_text(), "0-3", [ROOT])
+    assert f"8XY6 (op_8xy6) at PC 0x{shr:03X}" in text
+    assert "memory = 4096 elements" in text and "framebuffer = 2048 elements" in text
+    assert estimate_tokens(text) < 8000
 
 
 @pytest.mark.skipif(not HAS_RUST, reason="needs cargo and maturin")

@@ -12,6 +12,7 @@ import pytest
 from envforge.errors import BadInput
 from envforge.locate import spec_for_name
 from envforge.prompts import render as prompts
+from envforge.prompts.sources import reference_sources
 from envforge.spec import EnvSpec
 from envforge.verify.findings import Finding, SourceLocation
 from envforge.verify.report import LevelResult, Report
@@ -222,3 +223,42 @@ def test_jax_prompt_tells_a_tape_port_how_to_take_its_draws() -> None:
     assert "rng.tape" in text and "when=condition" in text
     pong_text = prompts.translation_prompt(spec_for_name("pong"), "jax", "p.py").context
     assert "step_with_draws" not in pong_text  # only specs that draw inside step get the block
+
+
+def test_prompt_shows_the_reference_files_the_spec_lists() -> None:
+    """chip8.py assembles its game at import from asm.py and breakout.asm (env.toml ``sources``):
+    a port from the prompt alone needs the ROM's source, so the prompt shows all three."""
+    chip8 = spec_for_name("chip8")
+    prompt = prompts.translation_prompt(chip8, "rust", "port")
+    names = [s.name for s in reference_sources(chip8)]
+    assert names == [f"references/chip8/{n}" for n in ("chip8.py", "asm.py", "breakout.asm")]
+    assert "### references/chip8/breakout.asm\n\n```asm\n" in prompt.context
+    assert "def assemble" in prompt.context and "LD V5, K" in prompt.context
+    assert prompt.estimated_tokens() < 16_000  # ~11.5 k by the 4-characters estimate
+    with pytest.raises(BadInput, match="missing.py is not a file"):
+        reference_sources(chip8.model_copy(update={"sources": ("missing.py",)}))
+
+
+def test_findings_show_large_arrays_only_where_they_differ() -> None:
+    memory = [7] * 4096
+    after_ref, after_port = list(memory), list(memory)
+    after_ref[930], after_port[930] = 1, 2
+    screen = [[0] * 64 for _ in range(32)]
+    screen[3][5] = 1
+    finding = Finding(
+        level=1,
+        check="step.mismatch",
+        message="differs in memory",
+        fields=["memory"],
+        state_before={"memory": memory, "screen": screen, "V": [0] * 16},
+        expected={"memory": after_ref},
+        actual={"memory": after_port},
+        error={"memory": 1.0},
+    )
+    view = prompts.finding_view(finding, [ROOT])
+    assert view["expected"]["memory"] == "1 of 4096 elements differ: memory[930] = 1"
+    assert view["actual"]["memory"] == "memory[930] = 2"
+    before = view["state_before"]
+    assert before["memory"] == "4096 elements, shown where the results differ: memory[930] = 7"
+    assert before["screen"] == "2048 elements, all 0 except screen[3][5] = 1"
+    assert before["V"] == [0] * 16  # small arrays whole

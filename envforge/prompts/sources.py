@@ -14,7 +14,9 @@ from typing import Any
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
 
-LANGUAGES = {".c": "c", ".h": "c", ".py": "python", ".js": "javascript", ".rs": "rust"}
+LANGUAGES = {
+    ".c": "c", ".h": "c", ".py": "python", ".js": "javascript", ".rs": "rust", ".asm": "asm",
+}  # fmt: skip
 LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
 
@@ -113,6 +115,10 @@ def reference_sources(spec: EnvSpec) -> list[SourceFile]:
     path = spec.reference_path()
     if path is None or not path.is_file():
         raise BadInput(f"reference source not found: {path or spec.reference}")
-    if kind == "c":
-        return _c_sources(path, spec)
-    return [_file(path, spec)]
+    main = _c_sources(path, spec) if kind == "c" else [_file(path, spec)]
+    shown = {s.path.resolve() for s in main if s.path is not None}
+    extra = [spec.root / name for name in spec.sources]
+    for extra_path in extra:
+        if not extra_path.is_file():
+            raise BadInput(f"env.toml sources: {extra_path} is not a file")
+    return main + [_file(p, spec) for p in extra if p.resolve() not in shown]

@@ -357,24 +357,44 @@ RETURN_SITES = np.array(
 )
 
 
-def _snap(values: np.ndarray, low: int, high: int, onto: np.ndarray) -> np.ndarray:
+def _handler_weights() -> np.ndarray:
+    """A weight per instruction of the program: uniform over opcode handlers, then over that
+    handler's addresses. Uniform over the 178 addresses, a handler the program has once
+    (``FX0A``'s wait, the self-test's ``8XY6``) was drawn once in 178 states, behind the 39
+    ``6XNN``; weighted (see ``_snap``), once in about 55."""
+    names = [opcode_name(ROM[a - ROM_START] << 8 | ROM[a - ROM_START + 1]) for a in INSTRUCTIONS]
+    count = {name: names.count(name) for name in names}
+    return np.array([1 / (len(count) * count[n]) for n in names])
+
+
+def _snap(
+    values: np.ndarray, low: int, high: int, onto: np.ndarray, weights: np.ndarray | None = None
+) -> np.ndarray:
     """Each value of ``[low, high]`` onto an element of ``onto``, in order (so that hypothesis,
-    shrinking a value towards ``low``, shrinks towards the first element)."""
+    shrinking a value towards ``low``, shrinks towards the first element). Equal shares of the
+    range without ``weights``; with them, every element one value and the rest of the range
+    shared in proportion to its weight."""
     span = high - low + 1
-    index = (np.clip(values.astype(np.int64), low, high) - low) * len(onto) // span
+    where = np.clip(values.astype(np.int64), low, high) - low
+    if weights is None or span <= len(onto):
+        index = where * len(onto) // span
+    else:
+        share = 1 + (span - len(onto)) * weights / np.sum(weights)
+        index = np.searchsorted(np.cumsum(share), where, side="right")  # k owns [c[k-1], c[k])
     return onto[np.clip(index, 0, len(onto) - 1)]
 
 
 def meaningful_states(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Drawn canonical states made ones the machine can be in: the font and the program (code
-    and sprites) in memory, the PC on an instruction of the program, every stack slot holding a
+    and sprites) in memory, the PC on an instruction of the program (weighted towards handlers
+    the program has few of: ``_handler_weights``), every stack slot holding a
     return address (the instruction after a CALL; SP wraps, so a RET at SP 0 pops slot 15). Registers, timers, the screen and the
     game's variables in memory keep their drawn values (the OVER flag only its low bit)."""
     memory = state["memory"]
     memory[:, : len(FONT)] = np.frombuffer(FONT, dtype=np.uint8)
     memory[:, ROM_START:CODE_END] = np.frombuffer(ROM[: CODE_END - ROM_START], dtype=np.uint8)
     memory[:, OVER] &= 1  # half the drawn games over, half running
-    state["pc"] = _snap(state["pc"], ROM_START, CODE_END - 1, INSTRUCTIONS)
+    state["pc"] = _snap(state["pc"], ROM_START, CODE_END - 1, INSTRUCTIONS, PC_WEIGHTS)
     state["stack"] = _snap(state["stack"], 0, CODE_END - 1, RETURN_SITES)
     return state
 
@@ -402,6 +422,9 @@ def opcode_name(op: int) -> str:
     if family == 0xF:
         return MISC_NAMES.get(op & 0xFF, f"FX{op & 0xFF:02X} (no-op)")
     return FAMILY_NAMES[family]
+
+
+PC_WEIGHTS = _handler_weights()
 
 
 def _machine_fields(m: Chip8Breakout) -> dict[str, np.ndarray]:
