@@ -185,96 +185,87 @@ def _action_card(
     return jax.tree_util.tree_map(lambda a, b: jnp.where(when, a, b), new, state), draws
 
 
-def _play(
-    state: EnvState, player: jax.Array, action: jax.Array, when: jax.Array, draws: Draws
-) -> tuple[EnvState, Draws]:
-    """``proceed_round`` with a card: the first card in hand with this id (a wild: with this
-    trait) leaves the hand for the played pile and becomes the target."""
-    hand = state.hands[player]
-    t = trait(action)
-    wild = t >= WILD
-    hit = (hand >= 0) & jnp.where(wild, trait(hand) == t, hand == action)
-    index = jnp.argmax(hit)
-    card = hand[index]
-    hand = _remove(hand, index)
-    chosen = jnp.where(wild, color(action), color(card))
-    state = state._replace(
-        hands=state.hands.at[player].set(hand),
-        played=_append(state.played, card, jnp.bool_(True)),
-        winner=jnp.where(count(hand) == 0, player, state.winner),
-    )
-    number = t < SKIP
-    acted, draws = _action_card(state, player, card, chosen, when & ~number, draws)
-    numbered = state._replace(current=1 - player, target=card, target_color=chosen)
-    return jax.tree_util.tree_map(lambda a, b: jnp.where(number, a, b), numbered, acted), draws
-
-
-def _draw(
-    state: EnvState, player: jax.Array, when: jax.Array, draws: Draws
-) -> tuple[EnvState, Draws]:
-    """``_perform_draw_action``: (the deck replaced if empty) the top card; a wild is played
-    at once in a random colour, a card of the target's colour is played (its action done),
-    any other goes to the hand."""
-    state, draws = _replace_deck(state, when & (count(state.deck) == 0), draws)
-    card, deck = _pop(state.deck)
-    state = state._replace(deck=deck)
-    other = 1 - player
-    wild = trait(card) >= WILD
-    picked, draws = draws.choice(4, when=when & wild)
-    same = ~wild & (color(card) == state.target_color)
-    number = trait(card) < SKIP
-    played = _append(state.played, card, wild | same)
-    as_target = state._replace(
-        played=played,
-        target=card,
-        target_color=jnp.where(wild, picked, color(card)),
-        current=other,
-    )
-    kept = state._replace(
-        hands=state.hands.at[player].set(_append(state.hands[player], card, jnp.bool_(True))),
-        current=other,
-    )
-    acted, draws = _action_card(
-        state._replace(played=played), player, card, color(card), when & same & ~number, draws
-    )
-    out = jax.tree_util.tree_map(
-        lambda a, b, c: jnp.where(wild | (same & number), a, jnp.where(same, b, c)),
-        as_target,
-        acted,
-        kept,
-    )
-    return out, draws
-
-
 def proceed(
     state: EnvState, player: jax.Array, action: jax.Array, draws: Draws
 ) -> tuple[EnvState, Draws]:
-    """One legal action of ``player`` (``game.step``)."""
+    """One legal action of ``player`` (rlcard's ``proceed_round``).
+
+    A card: the first card in hand with this id (a wild: with this trait) leaves the hand for
+    the played pile. ``draw`` (``_perform_draw_action``): the deck is replaced if empty and its
+    top card drawn; a wild is played at once in a random colour (no action of its own), a card
+    of the colour to follow is played (its action done), any other goes to the hand. A card
+    played becomes the target; an action card's effect follows (``_action_card``)."""
     is_draw = action == DRAW
-    played, draws = _play(state, player, jnp.where(is_draw, 0, action), ~is_draw, draws)
-    drawn, draws = _draw(state, player, is_draw, draws)
-    return jax.tree_util.tree_map(lambda a, b: jnp.where(is_draw, a, b), drawn, played), draws
+    # drawing
+    drew, draws = _replace_deck(state, is_draw & (count(state.deck) == 0), draws)
+    drawn, deck = _pop(drew.deck)
+    wild_drawn = trait(drawn) >= WILD
+    picked, draws = draws.choice(4, when=is_draw & wild_drawn)
+    same = ~wild_drawn & (color(drawn) == state.target_color)
+    goes_down = wild_drawn | same
+    hand = drew.hands[player]
+    after_draw = drew._replace(
+        deck=deck,
+        played=_append(drew.played, drawn, goes_down),
+        hands=drew.hands.at[player].set(_append(hand, drawn, ~goes_down)),
+    )
+    # playing a card from the hand
+    hand = state.hands[player]
+    wild_played = trait(action) >= WILD
+    hit = (hand >= 0) & jnp.where(wild_played, trait(hand) == trait(action), hand == action)
+    index = jnp.argmax(hit)
+    held = hand[index]
+    hand = _remove(hand, index)
+    after_play = state._replace(
+        hands=state.hands.at[player].set(hand),
+        played=_append(state.played, held, jnp.bool_(True)),
+        winner=jnp.where(count(hand) == 0, player, state.winner),
+    )
+    # both: the card that goes down, and what it does
+    base = jax.tree_util.tree_map(lambda a, b: jnp.where(is_draw, a, b), after_draw, after_play)
+    card = jnp.where(is_draw, drawn, held)
+    chosen = jnp.where(
+        is_draw,
+        jnp.where(wild_drawn, picked, color(drawn)),
+        jnp.where(wild_played, color(action), color(held)),
+    )
+    down = ~is_draw | goes_down
+    acts = (trait(card) >= SKIP) & jnp.where(is_draw, same, True)
+    acted, draws = _action_card(base, player, card, chosen, acts, draws)
+    plain = base._replace(
+        current=1 - player,
+        target=jnp.where(down, card, base.target),
+        target_color=jnp.where(down, chosen, base.target_color),
+    )
+    out = jax.tree_util.tree_map(lambda a, b: jnp.where(acts, a, b), acted, plain)
+    return out, draws
 
 
 def is_over(state: EnvState) -> jax.Array:
     return state.winner >= 0
 
 
-def _opponent_turns(state: EnvState, draws: Draws) -> tuple[EnvState, Draws]:
-    """rlcard's RandomAgent (``np.random.choice`` over its legal ids, in rlcard's order) while
-    it is player 1's turn and nobody has won."""
+def _turns(
+    state: EnvState, action: jax.Array, agent_moves: jax.Array, draws: Draws
+) -> tuple[EnvState, Draws]:
+    """The agent's (legal) ``action`` if ``agent_moves``, then rlcard's RandomAgent
+    (``np.random.choice`` over its legal ids, in rlcard's order) while it is player 1's turn
+    and nobody has won: one loop, so that ``proceed`` is traced once."""
 
-    def cond(carry: tuple[EnvState, Draws]) -> jax.Array:
-        s, _ = carry
-        return (s.current == 1) & ~is_over(s)
+    def cond(carry: tuple[EnvState, Draws, jax.Array]) -> jax.Array:
+        s, _, first = carry
+        return first | ((s.current == 1) & ~is_over(s))
 
-    def body(carry: tuple[EnvState, Draws]) -> tuple[EnvState, Draws]:
-        s, d = carry
+    def body(carry: tuple[EnvState, Draws, jax.Array]) -> tuple[EnvState, Draws, jax.Array]:
+        s, d, first = carry
         _, order, n = legal(s, jnp.int32(1))
-        index, d = d.choice(n)
-        return proceed(s, jnp.int32(1), order[index], d)
+        index, d = d.choice(n, when=~first)
+        player = jnp.where(first, 0, 1).astype(jnp.int32)
+        s, d = proceed(s, player, jnp.where(first, action, order[index]), d)
+        return s, d, jnp.bool_(False)
 
-    return jax.lax.while_loop(cond, body, (state, draws))
+    state, draws, _ = jax.lax.while_loop(cond, body, (state, draws, jnp.asarray(agent_moves)))
+    return state, draws
 
 
 def observe(state: EnvState) -> jax.Array:
@@ -301,8 +292,7 @@ def step_with_draws(
     # the adapter plays an illegal id as np.random.choice(number of legal ids)
     index, draws = draws.choice(n, when=illegal)
     action = jnp.where(illegal, order[index], action)
-    state, draws = proceed(state, jnp.int32(0), action, draws)
-    state, draws = _opponent_turns(state, draws)
+    state, draws = _turns(state, action, jnp.bool_(True), draws)
     over = is_over(state)
     reward = jnp.where(over, jnp.where(state.winner == 0, 1.0, -1.0), 0.0)
     return state, observe(state), reward, over, jnp.bool_(False), draws
@@ -341,15 +331,27 @@ def _new_game(key: jax.Array) -> EnvState:
         key=key,
     )
     state = _deal(state, jnp.int32(0), 2, trait(top) == DRAW_2)
-    state, _ = _opponent_turns(state, Draws.from_key(first, TAPE_SIZE))
+    state, _ = _turns(state, jnp.int32(0), jnp.bool_(False), Draws.from_key(first, TAPE_SIZE))
     return state
 
 
 def reset(seed: jax.Array) -> EnvState:
     """Training resets from the port's own key; dealt again while the game ends before the
-    agent's first action (the reference's adapter does the same)."""
-    state = _new_game(jax.random.PRNGKey(jnp.asarray(seed).astype(jnp.uint32)))
-    return jax.lax.while_loop(is_over, lambda s: _new_game(s.key), state)
+    agent's first action (the reference's adapter does the same). One deal in the loop, so
+    that it is traced once: the loop starts from an empty game marked over."""
+    empty = jnp.full(CAPACITY, NO_CARD, jnp.int32)
+    start = EnvState(
+        deck=empty,
+        played=empty,
+        hands=jnp.stack([empty, empty]),
+        target=jnp.int32(0),
+        target_color=jnp.int32(0),
+        direction=jnp.int32(1),
+        current=jnp.int32(0),
+        winner=jnp.int32(0),
+        key=jax.random.PRNGKey(jnp.asarray(seed).astype(jnp.uint32)),
+    )
+    return jax.lax.while_loop(is_over, lambda s: _new_game(s.key), start)
 
 
 def step(
