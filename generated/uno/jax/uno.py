@@ -31,8 +31,11 @@ NUM_ACTIONS = 61
 DRAW = 60
 SKIP, REVERSE, DRAW_2, WILD, WILD_DRAW_4 = 10, 11, 12, 13, 14
 HAND_SIZE = 7
-TAPE_SIZE = 256
-"""Draws a training step may make (a reshuffle of the whole deck makes up to 107)."""
+TRAIN_LOG = 1
+"""Slots of the draw log in training (``Draws.from_key``): the log is read only under
+verification, and a draw past the log is still drawn, just not logged. A 256-slot log (the
+spec's tape size) made a training step 6x slower at B=1024: every draw of a reshuffle wrote
+five [B, 256] arrays."""
 _FAR = 1 << 20
 """A sort key after every hand position."""
 
@@ -331,7 +334,7 @@ def _new_game(key: jax.Array) -> EnvState:
         key=key,
     )
     state = _deal(state, jnp.int32(0), 2, trait(top) == DRAW_2)
-    state, _ = _turns(state, jnp.int32(0), jnp.bool_(False), Draws.from_key(first, TAPE_SIZE))
+    state, _ = _turns(state, jnp.int32(0), jnp.bool_(False), Draws.from_key(first, TRAIN_LOG))
     return state
 
 
@@ -360,7 +363,7 @@ def step(
     """Training: every draw from the key in the state."""
     key, sub = jax.random.split(state.key)
     new, obs, reward, terminated, truncated, _ = step_with_draws(
-        state, action, Draws.from_key(sub, TAPE_SIZE)
+        state, action, Draws.from_key(sub, TRAIN_LOG)
     )
     return new._replace(key=key), obs, reward, terminated, truncated
 
