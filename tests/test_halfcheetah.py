@@ -144,3 +144,30 @@ def test_mutated_ports_fail_one_step_naming_the_element(
     else:
         element = _first_element(spec, ref, got, "qvel", i)
         assert element is not None and element.startswith(named) and "(" in element
+
+
+# ---- level 4 -------------------------------------------------------------------------------
+
+
+def test_l4_table_uses_the_papers_margin_and_a_gaussian_policy(spec: EnvSpec) -> None:
+    from envforge.train.config import l4_config
+    from envforge.train.ppo import network_for
+
+    cfg = l4_config(spec)
+    assert cfg.margin == 100.0
+    assert cfg.deterministic_eval  # greedy: the Gaussian's mean
+    net = network_for(spec, cfg.ppo)
+    assert net.head.kind == "continuous" and net.head.size == 6
+
+
+@pytest.mark.slow  # about 30-40 min on 2 loaded cores: MJX inside the fused PPO compiles for minutes
+def test_l4_passes_for_the_mjx_port() -> None:
+    pytest.importorskip("mujoco.mjx")
+    from envforge.verify.context import VerifyOptions
+    from envforge.verify.runner import verify
+
+    level = verify(load_spec(SPEC_DIR), PORT_DIR, [4], VerifyOptions()).levels[0]
+    assert level.status == "pass", level.summary
+    direction = level.stats["directions"][0]
+    assert direction["beats_random"] and direction["tost"]["equivalent"]
+    assert -100.0 < direction["tost"]["ci_low"] <= direction["tost"]["ci_high"] < 100.0
