@@ -1,6 +1,7 @@
 """The JavaScript battle reference and its JAX port: they agree step for step, a port with one
-type-chart entry changed fails L1 with the move and the types in the finding, and the whole
-port verifies at L0-L3 (slow)."""
+type-chart entry changed fails L1 with the move and the types in the finding, a repair prompt
+for a wrong move effect names the move, the whole port verifies at L0-L3 and transfers a
+trained policy at L4 (slow)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ pytestmark = pytest.mark.skipif(
 
 SPEC = ROOT / "references" / "battle" / "env.toml"
 PORT = ROOT / "generated" / "battle" / "jax" / "battle.py"
+SWORDS_DANCE = "        [0, STATUS, 0, 0, 0, E_SELF_STAGE, ATK, 2, 100],  # Swords Dance"
+"""Swords Dance: the user's attack +2 stages."""
 FIGHTING_ROW = "        [4, 2, 2, 2, 2, 4, 2, 2, 1, 1, 2],"
 """The chart's fighting row: 2x against normal and ice (stored times two: 4)."""
 
@@ -72,6 +75,37 @@ def test_a_changed_type_chart_entry_is_found_with_the_move_and_types(tmp_path: P
 
 
 @pytest.mark.slow
+def test_a_repair_prompt_for_a_wrong_move_effect_names_the_move(tmp_path: Path) -> None:
+    """Swords Dance raising attack by one stage instead of two: the repair prompt's finding
+    (rendered without the port listing, whose table comments name every move) says which move
+    was used, by whom, on whom."""
+    from envforge.prompts.render import repair_task
+
+    weak = SWORDS_DANCE.replace("ATK, 2,", "ATK, 1,")
+    patched = apply_patch(PORT, tmp_path / "port", (SWORDS_DANCE, weak))
+    # the port's step takes minutes to compile on a loaded 2-core machine: more than the
+    # driver's default 120 s per call
+    options = VerifyOptions(scale=0.2, seed_sweep=QUICK_SWEEP, timeout_s=600.0)
+    report = verify(load_spec(SPEC), patched.path.parent, [1], options)
+    [level] = report.levels
+    assert level.status == "fail", level.summary
+    finding = report.first_finding()
+    assert finding is not None and "stages" in finding.fields, finding
+    prompt = repair_task(finding, report, 1, "battle.py", None, "0-3", [ROOT, tmp_path])
+    assert "uses Swords Dance" in prompt, prompt
+    assert "the reference says:" in prompt
+
+
+@pytest.mark.slow
 def test_battle_port_verifies_l0_to_l3() -> None:
     report = verify(load_spec(SPEC), PORT.parent, [0, 1, 2, 3], VerifyOptions())
     assert report.verdict == "equivalent", report.to_dict()
+
+
+@pytest.mark.slow
+def test_battle_port_transfers_a_trained_policy_at_l4() -> None:
+    """L4 with the spec's [l4] table: PPO on the port, greedy evaluation on both sides, TOST
+    within one monster's faint (0.25) of return; replicate mode pairs the episodes."""
+    report = verify(load_spec(SPEC), PORT.parent, [4], VerifyOptions(timeout_s=600.0))
+    [level] = report.levels
+    assert level.status == "pass", (level.summary, level.stats)
