@@ -185,7 +185,7 @@ class VerifySettings(_Model):
     l1_sweep: Count = 4096
     reset_samples: Count = 2000
     seed_sweep: Annotated[int, bounds.field(bounds.SEED_SWEEP)] = 1 << 32
-    seed_sweep_seconds: Seconds = 45.0
+    seed_sweep_seconds: Seconds = 15.0
     alpha: Annotated[float, bounds.field(bounds.PROBABILITY)] = 0.001
     l2_examples: Count = 40
     l2_steps: Count = 30
