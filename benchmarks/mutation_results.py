@@ -112,6 +112,12 @@ def section(data: dict[str, Any], command: str) -> list[str]:
                 *("  " + d for d in m["diff"].rstrip().splitlines()),
                 "  ```",
             ]
+    retimed = [m for m in data["mutants"] if m.get("retimed_from")]
+    if retimed:
+        lines += ["", "Re-run after a driver call timed out (4x the call limit; a hang times out again):", ""]
+        for m in retimed:
+            fate = f"L{m['level']} `{m['check']}`" if m["status"] == "killed" else m["status"]
+            lines.append(f"- `{m['id']}`: first limit {m['retimed_from']:.0f} s; re-run: {fate}")
     unlocalized = [
         m for m in data["mutants"] if m["status"] == "killed" and not m["field_localized"]
     ]
