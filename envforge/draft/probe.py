@@ -20,7 +20,7 @@ import numpy as np
 
 from envforge.backends.attrs import ELAPSED_STEPS
 from envforge.backends.gymnasium import core, find_time_limit
-from envforge.draft.snapshot import LIST, NONE, NUMERIC, RNG, Value, snapshot
+from envforge.draft.snapshot import LIST, NONE, NUMERIC, OTHER, RNG, Value, snapshot
 from envforge.errors import BadInput
 from envforge.rng.recorder import RowLog, recording
 
@@ -238,3 +238,11 @@ def state_attributes(p: Probe) -> tuple[list[AttrStats], list[tuple[str, str]]]:
         else:
             left_out.append((name, f"a {s.type_name or 'non-numeric'} object, not a number"))
     return candidates, left_out
+
+
+def rebuilt_on_reset(p: Probe) -> list[str]:
+    """Objects (no numbers) that a gymnasium env's reset replaces: what it builds from the
+    seed that no field can carry (LunarLander's Box2D world and terrain)."""
+    if not hasattr(p.env_class, "np_random_seed"):
+        return []
+    return [n for n, s in p.attrs.items() if OTHER in s.kinds and s.changed_on_reset]
