@@ -422,7 +422,7 @@ def test_box2d_bodies_are_drafted_read_and_written_back(tmp_path: Path) -> None:
     draft = draft_spec(f"{tmp_path / 'falling.py'}:FallingBoxes", "falling", tmp_path, config)
     assert draft.check is not None and draft.check.passed, draft.check.summary()
     spec = draft.spec()
-    motion = ["x", "y", "angle", "vx", "vy", "angular_velocity"]
+    motion = ["x", "y", "angle", "vx", "vy", "angular_velocity", "awake"]
     assert spec.field_names == [
         *(f"box_{m}" for m in motion),
         *(f"crates_0_{m}" for m in motion),
@@ -457,7 +457,9 @@ def test_lunar_lander_bodies_are_drafted_but_box2d_caches_fail_the_check(tmp_pat
     draft = draft_spec("gymnasium:LunarLander-v3", "lunarlander", tmp_path)
     names = [f.name for f in draft.fields]
     for body in ("lander", "legs_0", "legs_1"):
-        assert {f"{body}_x", f"{body}_vy", f"{body}_angular_velocity"} <= set(names)
+        assert {f"{body}_x", f"{body}_vy", f"{body}_angular_velocity", f"{body}_awake"} <= set(
+            names
+        )
     assert {"legs_0_ground_contact", "game_over", "seed", "time"} <= set(names)
     assert "does not reproduce stepping it directly" in draft.compare_note
     assert draft.check is not None and not draft.check.passed

@@ -81,7 +81,9 @@ def _round_out(value: float, up: bool) -> float:
 
 def range_note(lo: float, hi: float, dtype: str, seen: str) -> tuple[float, float, str]:
     """The drafted range for values seen in ``[lo, hi]``, and the comment that says so."""
-    if dtype == "bool" or np.dtype(dtype).kind in "iu":
+    if dtype == "bool":
+        return 0, 1, f"a flag (observed over {seen}: {int(lo)}..{int(hi)})"
+    if np.dtype(dtype).kind in "iu":
         return (
             int(lo),
             int(hi),
@@ -247,6 +249,8 @@ def draft_fields(
                 f"{'/'.join(stats.dtypes_after_step)}: the step's dtype"
             )
         where = "changes on steps" if stats.changed_on_step else "changes on resets only"
+        if not stats.changes:  # a moving body's awake flag (probe.state_attributes)
+            where = "never changed in the probe (GUESS: kept, a body at rest falls asleep)"
         body = _body_notes(stats.name)
         if shape and len(shape) == 1 and size <= PER_ELEMENT:
             names = element_names(probe.env_class, stats.name, size)

@@ -223,8 +223,12 @@ def state_attributes(p: Probe) -> tuple[list[AttrStats], list[tuple[str, str]]]:
     attributes with why each cannot be a field as it is."""
     candidates: list[AttrStats] = []
     left_out: list[tuple[str, str]] = []
+    moving = {n.rsplit(".", 1)[0] for n, s in p.attrs.items() if "." in n and s.changes}
     for name, s in p.attrs.items():
-        if not s.changes or name == ELAPSED_STEPS:
+        # a moving body's awake flag, even if never seen asleep: sleep is how a body comes to
+        # rest (and what LunarLander's landing ends on)
+        asleep_unseen = name.endswith(".awake") and name.rsplit(".", 1)[0] in moving
+        if (not s.changes and not asleep_unseen) or name == ELAPSED_STEPS:
             continue
         if s.kinds == {RNG} or name == "_np_random_seed":
             continue  # the RNG and the seed it was made from: the spec's [rng] mode
