@@ -6,7 +6,19 @@ A spec maps each canonical field onto the reference with its ``attr``:
 - ``name[i]``         element ``i`` of the array attribute ``env.name``;
 - ``a.b``             an attribute of an attribute (MuJoCo envs keep their state in
                       ``env.data.qpos``); ``a.b[i]`` likewise;
-- ``@elapsed_steps``  the step counter of gymnasium's ``TimeLimit`` wrapper.
+- ``a[k].b``          an attribute of item ``k`` of a list attribute (LunarLander's
+                      ``legs[0].position[1]``: an index before a dot picks an item, the index
+                      at the end an element of the array the path reaches);
+- ``@elapsed_steps``  the step counter of gymnasium's ``TimeLimit`` wrapper;
+- ``@seed``           the seed the env was last reset with (gymnasium's ``np_random_seed``):
+                      the Driver resets the fresh instance with it before writing the other
+                      fields, so what ``reset`` builds from the seed and no field can carry (a
+                      terrain made of Box2D fixtures) is built again alike.
+
+A value that a native object's setter refuses as a numpy scalar (a Box2D body's ``awake``
+wants a Python ``bool``) is written as the Python value. After the fields are written, each
+Box2D world whose bodies were moved is asked for its new contacts, as the end of a Box2D step
+does, so the next step starts with the contacts the moved bodies touch.
 
 A field with ``pad`` is a variable-length Python list on the reference (a hand of cards): the
 canonical array holds its elements, then the sentinel ``pad`` up to the field's shape; written
@@ -30,15 +42,54 @@ from envforge.errors import BadInput
 from envforge.spec import EnvSpec, StateField
 
 ELAPSED_STEPS = "@elapsed_steps"
-_ATTR = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:\[(\d+)\])?$")
+SEED = "@seed"
+_ATTR = re.compile(r"^((?:[A-Za-z_]\w*(?:\[\d+\])?\.)*[A-Za-z_]\w*)(?:\[(\d+)\])?$")
+_SEGMENT = re.compile(r"^([A-Za-z_]\w*)(?:\[(\d+)\])?$")
 
 
-def _owner(obj: Any, path: str) -> tuple[Any, str]:
-    """The object that holds the last attribute of a dotted ``path``, and that attribute."""
+def owner(obj: Any, path: str) -> tuple[Any, str]:
+    """The object that holds the last attribute of a dotted ``path`` (whose parts may pick an
+    item of a list: ``legs[0].position``), and that attribute's name."""
     *parents, last = path.split(".")
-    for name in parents:
-        obj = getattr(obj, name)
+    for part in parents:
+        match = _SEGMENT.match(part)
+        if match is None:
+            raise BadInput(f"attribute path {path!r}: cannot read {part!r}")
+        obj = getattr(obj, match.group(1))
+        if match.group(2) is not None:
+            obj = obj[int(match.group(2))]
     return obj, last
+
+
+def set_value(obj: Any, name: str, value: Any) -> None:
+    """``obj.name = value``; a native setter that refuses numpy scalars gets the Python value."""
+    try:
+        setattr(obj, name, value)
+    except TypeError:
+        setattr(obj, name, value.tolist() if isinstance(value, np.ndarray | np.generic) else value)
+
+
+def refresh_contacts(owners: list[Any]) -> None:
+    """Box2D bodies moved by hand: their worlds look for the contacts they now touch (a Box2D
+    step does this at its end, so the next step solves with them)."""
+    worlds: list[Any] = []
+    for obj in owners:
+        world = getattr(obj, "world", None) if hasattr(obj, "linearVelocity") else None
+        manager = getattr(world, "contactManager", None)
+        if manager is not None and not any(world == w for w in worlds):
+            worlds.append(world)
+            manager.FindNewContacts()
+
+
+def reset_seed(root: Any) -> int:
+    """The seed ``root`` (a gymnasium env) was last reset with."""
+    seed = getattr(root, "_np_random_seed", None)
+    if seed is None:
+        raise BadInput(
+            f"field with attr {SEED!r}: {type(root).__name__} was not reset with a seed "
+            "(only gymnasium envs keep np_random_seed)"
+        )
+    return int(seed)
 
 
 @dataclass(frozen=True)
@@ -55,6 +106,7 @@ class AttrMap:
     def __init__(self, spec: EnvSpec, allow_elapsed_steps: bool) -> None:
         self.spec = spec
         self.elapsed_field: StateField | None = None
+        self.seed_field: StateField | None = None
         self.attributes: dict[str, list[_Slot]] = {}
         for f in spec.state:
             attr = f.attr or ""
@@ -66,11 +118,15 @@ class AttrMap:
                     )
                 self.elapsed_field = f
                 continue
+            if attr == SEED:
+                self.seed_field = f
+                continue
             match = _ATTR.match(attr)
             if match is None:
                 raise BadInput(
                     f"{spec.name}: field {f.name} has attr {attr!r}; expected 'name', "
-                    f"'name[i]' (either may be dotted: 'data.qpos') or '{ELAPSED_STEPS}'"
+                    f"'name[i]' (either may be dotted: 'data.qpos', 'legs[0].angle'), "
+                    f"'{ELAPSED_STEPS}' or '{SEED}'"
                 )
             name, index = match.group(1), match.group(2)
             self.attributes.setdefault(name, []).append(
@@ -83,16 +139,19 @@ class AttrMap:
                 )
 
     def write(self, root: Any, state: State, row: int, time_limit: Any = None) -> None:
-        """Set ``root``'s attributes (and the TimeLimit counter) from row ``row`` of ``state``."""
+        """Set ``root``'s attributes (and the TimeLimit counter) from row ``row`` of ``state``
+        (a ``@seed`` field is not written here: the Driver resets the env with it first)."""
+        owners: list[Any] = []
         for path, slots in self.attributes.items():
-            obj, name = _owner(root, path)
+            obj, name = owner(root, path)
+            owners.append(obj)
             if slots[0].index is None and slots[0].field.pad is not None:
                 setattr(obj, name, _unpad(slots[0].field, state[slots[0].field.name][row]))
                 continue
             if slots[0].index is None:
                 value = np.asarray(state[slots[0].field.name][row], dtype=slots[0].field.np_dtype)
                 # scalars go in as numpy scalars so the env's arithmetic keeps the canonical dtype
-                setattr(obj, name, value[()] if value.ndim == 0 else value.copy())
+                set_value(obj, name, value[()] if value.ndim == 0 else value.copy())
                 continue
             dtype = np.result_type(*(s.field.np_dtype for s in slots))
             current = getattr(obj, name, None)
@@ -103,15 +162,22 @@ class AttrMap:
                 array = np.zeros(size, dtype=dtype)
             for s in slots:
                 array[s.index] = state[s.field.name][row]
-            setattr(obj, name, array)
+            set_value(obj, name, array)
+        refresh_contacts(owners)
         if self.elapsed_field is not None:
             time_limit._elapsed_steps = int(state[self.elapsed_field.name][row])
+
+    def seed_of(self, state: State, row: int) -> int | None:
+        """The seed row ``row`` says its env was reset with (None: the spec has no ``@seed``)."""
+        if self.seed_field is None:
+            return None
+        return int(state[self.seed_field.name][row])
 
     def read(self, root: Any, time_limit: Any = None) -> dict[str, np.ndarray]:
         """The canonical fields of one env, each cast to its spec dtype (unbatched)."""
         out: dict[str, np.ndarray] = {}
         for path, slots in self.attributes.items():
-            obj, name = _owner(root, path)
+            obj, name = owner(root, path)
             if slots[0].index is None and slots[0].field.pad is not None:
                 out[slots[0].field.name] = _padded(slots[0].field, getattr(obj, name))
                 continue
@@ -125,6 +191,8 @@ class AttrMap:
             out[self.elapsed_field.name] = np.asarray(
                 time_limit._elapsed_steps, dtype=self.elapsed_field.np_dtype
             )
+        if self.seed_field is not None:
+            out[self.seed_field.name] = np.asarray(reset_seed(root), dtype=self.seed_field.np_dtype)
         return out
 
 

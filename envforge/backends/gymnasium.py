@@ -10,7 +10,8 @@ terminal step, so without it one row's history would leak into the next call's r
 If a reference keeps meaningful state outside the canonical fields, its spec must map it.
 
 Truncation comes only from the real ``TimeLimit`` wrapper made by ``gymnasium.make``; the
-canonical field with attr ``@elapsed_steps`` is its counter.
+canonical field with attr ``@elapsed_steps`` is its counter. A field with attr ``@seed`` makes
+that reset take the row's seed, so what reset builds from it (LunarLander's terrain) is there.
 
 Every step runs with the env's generators replaced by recording stand-ins (``rng/recorder.py``)
 seeded per row: by the verifier (``step_draws``) or by the row's state and action (``step``, so
@@ -104,9 +105,10 @@ class GymnasiumDriver(Driver):
         return [self.envs[i % len(self.envs)] for i in range(n)]
 
     def load_row(self, i: int, state: State) -> None:
-        """Env ``i`` with row ``i`` of ``state`` written into a freshly reset env."""
+        """Env ``i`` with row ``i`` of ``state`` written into a freshly reset env (reset with
+        the row's seed when the spec has a ``@seed`` field)."""
         k = i % len(self.envs)
-        self.envs[k].reset()
+        self.envs[k].reset(seed=self.attrs.seed_of(state, i))
         self.attrs.write(core(self.envs[k]), state, i, self.time_limits[k])
 
     def read_row(self, i: int) -> dict[str, np.ndarray]:

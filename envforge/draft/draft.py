@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from envforge.backends.attrs import SEED
 from envforge.backends.base import Transition
 from envforge.backends.gymnasium import OBSERVATION_METHODS
 from envforge.draft.fields import FieldDraft, draft_fields
-from envforge.draft.probe import Probe, env_factory, probe, state_attributes
+from envforge.draft.probe import Probe, env_factory, probe, rebuilt_on_reset, state_attributes
 from envforge.draft.render import action_table, events_seen, observation_table
 from envforge.draft.selfcheck import SelfCheckConfig, SelfCheckResult, reference_driver, self_check
 from envforge.draft.source import termination_guess
@@ -34,6 +35,10 @@ NOISE_FACTOR = 100.0
 """Proposed tolerance = this times the change one float32 rounding of the state makes in a
 step: a float32 port rounds at every operation, not once."""
 F32_EPS = 2.0**-24
+RELOAD_FACTOR = 10.0
+"""Where stepping through the canonical state does not reproduce the reference exactly (state
+it keeps that no attribute reaches), tolerance = this times the gap of 99 % of the steps."""
+RELOAD_QUANTILE = 99.0
 
 
 @dataclass
@@ -104,7 +109,7 @@ def draft_spec(
         name=name,
         reference=reference,
         probe=seen,
-        fields=draft_fields(seen, candidates),
+        fields=draft_fields(seen, candidates, rebuilt_on_reset(seen)),
         observation=observation,
         observation_note=observation_note,
         action=action_table(seen.action_space),
@@ -122,6 +127,8 @@ def draft_spec(
     )
     _propose_modes(draft)
     _propose_tolerance(draft)
+    say("stepping the reference through the draft")
+    _propose_reload_tolerance(draft)
     say("self-check of the full draft")
     draft.check = self_check(draft.spec(), config)
     if draft.check.passed:
@@ -165,7 +172,11 @@ def _propose_modes(draft: Draft) -> None:
 
 
 def _leave_out_unneeded(draft: Draft, config: SelfCheckConfig | None, say: Progress) -> None:
-    for attr in dict.fromkeys(f.source_attr for f in draft.fields if f.attr[0] != "@"):
+    # the seed first: a field that carries state beats a seed that rebuilds it at reset
+    # (Blackjack's dealer hand, dealt at reset, passes without its field once the seed is kept)
+    tried = [f.source_attr for f in draft.fields if f.attr == SEED]
+    tried += [f.source_attr for f in draft.fields if f.attr[0] != "@"]
+    for attr in dict.fromkeys(tried):
         rest = [f for f in draft.fields if f.source_attr != attr]
         if not rest:
             continue
@@ -236,6 +247,84 @@ def _propose_tolerance(draft: Draft, n: int = 64, steps: int = 24) -> None:
     draft.compare_note += (
         f"; tolerances measured: {NOISE_FACTOR:g} x the largest change one float32 rounding "
         "of the state makes in a step (plus the float32 rounding of the result)"
+    )
+
+
+def reload_gaps(
+    spec: EnvSpec, episodes: int = 4, max_steps: int = 250
+) -> tuple[dict[str, np.ndarray], int]:
+    """Per float field (and obs, reward): the gap, one step at a time, between the reference
+    stepped directly and stepped through the canonical state (written into a fresh instance),
+    from the states of uniform random episodes; and the number of steps seen."""
+    from envforge.backends.base import take_state
+    from envforge.backends.gymnasium import GymnasiumDriver
+    from envforge.draft.live import LiveBatch
+    from envforge.verify.policies import UniformPolicy
+
+    driver = reference_driver(spec)
+    if not isinstance(driver, GymnasiumDriver):
+        driver.close()
+        return {}, 0
+    live = LiveBatch(driver, episodes)
+    keys = [f.name for f in spec.state if f.np_dtype.kind == "f"] + ["obs", "reward"]
+    gaps: dict[str, list[np.ndarray]] = {k: [] for k in keys}
+    steps = 0
+    try:
+        policy = UniformPolicy(spec, np.random.default_rng(23))
+        state, obs = live.reset(np.arange(episodes, dtype=np.uint32) + 1000)
+        rows = np.arange(episodes)
+        policy.reset(episodes)
+        for t in range(min(max_steps, spec.episode_cap)):
+            acts = policy.act(obs, np.full(len(rows), t))
+            got = driver.step(state, acts)
+            expected = live.step(rows, acts, state)
+            steps += len(rows)
+            for k in keys:
+                a = expected.state[k] if k in expected.state else getattr(expected, k)
+                b = got.state[k] if k in got.state else getattr(got, k)
+                gap = np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))
+                gaps[k].append(gap.reshape(len(rows), -1).max(axis=1))
+            keep = ~(expected.terminated | expected.truncated)
+            rows = rows[keep]
+            if not len(rows):
+                break
+            state, obs = take_state(expected.state, keep), expected.obs[keep]
+    finally:
+        live.close()
+        driver.close()
+    return {k: np.concatenate(v) for k, v in gaps.items() if v}, steps
+
+
+def _propose_reload_tolerance(draft: Draft) -> None:
+    """A reference that does not reproduce itself through its canonical state, by small
+    amounts: state it keeps where no attribute reaches (a physics engine's warm-starting
+    impulses). Tolerances are widened to the gaps of most steps, and the comment says so."""
+    if draft.compare.get("mode") != "tolerance":
+        return
+    gaps, steps = reload_gaps(draft.spec())
+    if not steps or not any(g.max(initial=0.0) > 0 for g in gaps.values()):
+        return
+    floats = {f.name: f for f in draft.fields if f.dtype.startswith("float")}
+    worst: list[str] = []
+    for key, gap in gaps.items():
+        gap = gap[np.isfinite(gap)]
+        if not gap.size or gap.max() == 0:
+            continue
+        usual = float(np.percentile(gap, RELOAD_QUANTILE))
+        tol = _nice_up(RELOAD_FACTOR * usual)
+        if key in floats:
+            floats[key].atol = max(floats[key].atol or 0.0, tol) or None
+        else:
+            draft.compare["atol"] = max(float(draft.compare.get("atol", 0.0)), tol)
+        worst.append(f"{key} {gap.max():.2g} ({RELOAD_QUANTILE:g}% within {usual:.2g})")
+    draft.compare_note += (
+        f"; GUESS: stepping the reference through its canonical state (written into a fresh "
+        f"instance) does not reproduce stepping it directly: over {steps} steps of uniform "
+        f"random episodes the one-step gap was at most {', '.join(worst)}. It keeps state no "
+        "attribute reaches (a physics engine's caches: Box2D's contact and joint impulses, "
+        f"its broad phase, its sleep timers). Tolerances are {RELOAD_FACTOR:g} x the gap of "
+        f"{RELOAD_QUANTILE:g}% of the steps, so the largest gaps still fail the self-check: "
+        "review them (docs/SPEC.md, 'State no attribute reaches')"
     )
 
 

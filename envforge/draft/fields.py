@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import keyword
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from envforge.backends.attrs import ELAPSED_STEPS
+from envforge.backends.attrs import ELAPSED_STEPS, SEED
 from envforge.draft.probe import AttrStats, Probe
+from envforge.draft.snapshot import BODY_MEMBERS
 from envforge.draft.source import element_names
 
 HEADROOM = 0.1
@@ -79,7 +81,9 @@ def _round_out(value: float, up: bool) -> float:
 
 def range_note(lo: float, hi: float, dtype: str, seen: str) -> tuple[float, float, str]:
     """The drafted range for values seen in ``[lo, hi]``, and the comment that says so."""
-    if dtype == "bool" or np.dtype(dtype).kind in "iu":
+    if dtype == "bool":
+        return 0, 1, f"a flag (observed over {seen}: {int(lo)}..{int(hi)})"
+    if np.dtype(dtype).kind in "iu":
         return (
             int(lo),
             int(hi),
@@ -116,6 +120,81 @@ def _unique(name: str, taken: set[str]) -> str:
     return name
 
 
+BODY_NAMES: dict[str, tuple[str, ...]] = {
+    "position": ("x", "y"),
+    "angle": ("angle",),
+    "linearVelocity": ("vx", "vy"),
+    "angularVelocity": ("angular_velocity",),
+    "awake": ("awake",),
+}
+"""Field names (after the body's) for the members of a rigid body, per element."""
+_BODY_MEMBER = re.compile(rf"^(.+)\.({'|'.join(BODY_MEMBERS)})$")
+BODY_NOTES = {
+    "position": "its position (written with the angle through SetTransform)",
+    "angle": "its angle",
+    "linearVelocity": "its linear velocity",
+    "angularVelocity": "its angular velocity",
+    "awake": "whether it is awake (a sleeping body does not move; written last: "
+    "putting a body to sleep zeroes its velocities)",
+}
+
+
+def body_member(path: str) -> tuple[str, str] | None:
+    """``(body path, member)`` for a rigid body's motion member (``legs[0].angle``)."""
+    match = _BODY_MEMBER.match(path)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def path_name(path: str, k: int | None = None) -> str:
+    """A field name for an attribute path (and element): ``legs[0].position`` -> ``legs_0_x``."""
+    member = body_member(path)
+    if member is not None:
+        body, what = member
+        names = BODY_NAMES[what]
+        suffix = names[k] if k is not None and k < len(names) else names[0]
+        if k is not None and k >= len(names):
+            suffix = f"{what}_{k}"
+        return f"{path_name(body)}_{suffix}"
+    name = re.sub(r"\W+", "_", path.lstrip("_")).strip("_") or "f"
+    return name if k is None else f"{name}_{k}"
+
+
+def _body_notes(path: str) -> list[str]:
+    member = body_member(path)
+    if member is None:
+        return []
+    body, what = member
+    return [
+        f"{body} is a rigid body (Box2D): {BODY_NOTES[what]}, read from the body and written "
+        "back into the body of the freshly reset instance"
+    ]
+
+
+def _source_attr(path: str) -> str:
+    """What the self-check leaves out as one piece: a body's motion members together."""
+    member = body_member(path)
+    return member[0] if member is not None else path
+
+
+def seed_field(probe: Probe, rebuilt: list[str], taken: set[str]) -> FieldDraft:
+    """The reset seed, for a reference whose reset builds objects no field carries."""
+    return FieldDraft(
+        _unique("seed", taken),
+        "uint32",
+        SEED,
+        SEED,
+        low=0,
+        high=2**32 - 1,
+        notes=[
+            f"GUESS: reset builds objects that change with the seed and are no numbers "
+            f"({', '.join(rebuilt)}): the Driver resets the fresh instance with this seed "
+            "before it writes the other fields, so they are built alike (a port keeps the "
+            "seed, and rebuilds from it what reset builds or carries that as fields)",
+            "range: every seed the verifier draws (uint32)",
+        ],
+    )
+
+
 LIST_CAP = 2
 """A list's array holds this many times the longest list seen."""
 
@@ -147,8 +226,11 @@ def _padded_field(stats: AttrStats, probe: Probe, taken: set[str]) -> FieldDraft
     )
 
 
-def draft_fields(probe: Probe, candidates: list[AttrStats]) -> list[FieldDraft]:
-    """Fields for the candidate attributes (in probe order), then the TimeLimit counter."""
+def draft_fields(
+    probe: Probe, candidates: list[AttrStats], rebuilt: list[str] | None = None
+) -> list[FieldDraft]:
+    """Fields for the candidate attributes (in probe order), then the TimeLimit counter, then
+    the reset seed if ``rebuilt`` names objects reset builds that no field carries."""
     taken: set[str] = set()
     out: list[FieldDraft] = []
     for stats in candidates:
@@ -167,11 +249,14 @@ def draft_fields(probe: Probe, candidates: list[AttrStats]) -> list[FieldDraft]:
                 f"{'/'.join(stats.dtypes_after_step)}: the step's dtype"
             )
         where = "changes on steps" if stats.changed_on_step else "changes on resets only"
+        if not stats.changes:  # a moving body's awake flag (probe.state_attributes)
+            where = "never changed in the probe (GUESS: kept, a body at rest falls asleep)"
+        body = _body_notes(stats.name)
         if shape and len(shape) == 1 and size <= PER_ELEMENT:
             names = element_names(probe.env_class, stats.name, size)
             for k in range(size):
                 guessed = names.get(k)
-                name = _unique(guessed or f"{stats.name.lstrip('_')}_{k}", taken)
+                name = _unique(guessed or path_name(stats.name, k), taken)
                 low, high, why = _range(stats, k, dtype, probe)
                 how = (
                     f"name from the source ({guessed} = self.{stats.name}[{k}])"
@@ -183,25 +268,30 @@ def draft_fields(probe: Probe, candidates: list[AttrStats]) -> list[FieldDraft]:
                         name,
                         dtype,
                         f"{stats.name}[{k}]",
-                        stats.name,
+                        _source_attr(stats.name),
                         index=k,
                         low=low,
                         high=high,
-                        notes=[f"{stats.name} {where}", how, f"range: {why}", *dtype_notes],
+                        notes=[f"{stats.name} {where}", *body, how, f"range: {why}", *dtype_notes],
                     )
                 )
             continue
         low, high, why = _range(stats, None, dtype, probe)
         out.append(
             FieldDraft(
-                _unique(stats.name.lstrip("_") or stats.name, taken),
+                _unique(
+                    path_name(stats.name)
+                    if "." in stats.name
+                    else stats.name.lstrip("_") or stats.name,
+                    taken,
+                ),
                 dtype,
                 stats.name,
-                stats.name,
+                _source_attr(stats.name),
                 shape=tuple(shape),
                 low=low,
                 high=high,
-                notes=[f"{stats.name} {where}", f"range: {why}", *dtype_notes],
+                notes=[f"{stats.name} {where}", *body, f"range: {why}", *dtype_notes],
             )
         )
     if probe.max_episode_steps is not None:
@@ -217,4 +307,6 @@ def draft_fields(probe: Probe, candidates: list[AttrStats]) -> list[FieldDraft]:
                 notes=["the TimeLimit wrapper's step counter: it decides truncation"],
             )
         )
+    if rebuilt:
+        out.append(seed_field(probe, rebuilt, taken))
     return out

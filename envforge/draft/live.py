@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from envforge.backends.attrs import ELAPSED_STEPS
+from envforge.backends.attrs import ELAPSED_STEPS, owner, refresh_contacts, set_value
 from envforge.backends.base import State, Transition, batch_size
 from envforge.backends.gymnasium import GymnasiumDriver, core
 from envforge.draft.snapshot import Value, differing, snapshot
@@ -144,7 +144,7 @@ def outside_state(
     return causes, others, values
 
 
-_ELEMENT = re.compile(r"^(\w+)\[(\d+)\]$")
+_ELEMENT = re.compile(r"^(.+)\[(\d+)\]$")
 
 
 def unmapped_elements(
@@ -182,11 +182,19 @@ def _copy_over(name: str, live: LiveBatch, i: int, driver: GymnasiumDriver) -> N
         driver.time_limits[0]._elapsed_steps = live.time_limits[i]._elapsed_steps
     elif match is not None:
         base, k = match.group(1), int(match.group(2))
-        array = np.array(getattr(target, base))
-        array.reshape(-1)[k] = np.ravel(np.asarray(getattr(source, base)))[k]
-        setattr(target, base, array)
+        to, attr = owner(target, base)
+        array = np.array(getattr(to, attr))
+        array.reshape(-1)[k] = np.ravel(np.asarray(getattr(owner(source, base)[0], attr)))[k]
+        set_value(to, attr, array)
+        refresh_contacts([to])
     else:
-        setattr(target, name, copy.deepcopy(getattr(source, name)))
+        to, attr = owner(target, name)
+        value = getattr(owner(source, name)[0], attr)
+        if "." in name:  # a member of a body (a b2Vec2 is copied as its numbers)
+            set_value(to, attr, value if isinstance(value, bool | int | float) else tuple(value))
+            refresh_contacts([to])
+        else:
+            setattr(target, name, copy.deepcopy(value))
 
 
 def first_row(state: State, i: int) -> State:

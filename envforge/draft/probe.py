@@ -20,7 +20,7 @@ import numpy as np
 
 from envforge.backends.attrs import ELAPSED_STEPS
 from envforge.backends.gymnasium import core, find_time_limit
-from envforge.draft.snapshot import LIST, NONE, NUMERIC, RNG, Value, snapshot
+from envforge.draft.snapshot import LIST, NONE, NUMERIC, OTHER, RNG, Value, snapshot
 from envforge.errors import BadInput
 from envforge.rng.recorder import RowLog, recording
 
@@ -223,8 +223,12 @@ def state_attributes(p: Probe) -> tuple[list[AttrStats], list[tuple[str, str]]]:
     attributes with why each cannot be a field as it is."""
     candidates: list[AttrStats] = []
     left_out: list[tuple[str, str]] = []
+    moving = {n.rsplit(".", 1)[0] for n, s in p.attrs.items() if "." in n and s.changes}
     for name, s in p.attrs.items():
-        if not s.changes or name == ELAPSED_STEPS:
+        # a moving body's awake flag, even if never seen asleep: sleep is how a body comes to
+        # rest (and what LunarLander's landing ends on)
+        asleep_unseen = name.endswith(".awake") and name.rsplit(".", 1)[0] in moving
+        if (not s.changes and not asleep_unseen) or name == ELAPSED_STEPS:
             continue
         if s.kinds == {RNG} or name == "_np_random_seed":
             continue  # the RNG and the seed it was made from: the spec's [rng] mode
@@ -238,3 +242,11 @@ def state_attributes(p: Probe) -> tuple[list[AttrStats], list[tuple[str, str]]]:
         else:
             left_out.append((name, f"a {s.type_name or 'non-numeric'} object, not a number"))
     return candidates, left_out
+
+
+def rebuilt_on_reset(p: Probe) -> list[str]:
+    """Objects (no numbers) that a gymnasium env's reset replaces: what it builds from the
+    seed that no field can carry (LunarLander's Box2D world and terrain)."""
+    if not hasattr(p.env_class, "np_random_seed"):
+        return []
+    return [n for n, s in p.attrs.items() if OTHER in s.kinds and s.changed_on_reset]

@@ -5,6 +5,14 @@ object's attributes hold state? A snapshot turns every attribute of the unwrappe
 counters of its gymnasium wrappers) into a plain value that can be compared with ``==``:
 numbers and numeric arrays as numpy arrays, a numpy ``Generator`` as its bit generator's state,
 anything else as a digest of its pickle (or its repr when it cannot be pickled).
+
+A rigid body of a physics engine (a Box2D ``b2Body``, or anything with the same members) is no
+single value: it is taken apart into the members that hold its motion, each under the path a
+spec's ``attr`` uses for it (``lander.position``, ``lander.angle``, ``lander.linearVelocity``,
+``lander.angularVelocity``, ``lander.awake``), plus the plain numbers a program stored on it
+(``legs[0].ground_contact``). A list of bodies is taken apart item by item (``legs[0]...``);
+a body reached a second time (LunarLander's ``drawlist`` holds the lander and legs again) is
+left out, so each body has one path.
 """
 
 from __future__ import annotations
@@ -25,6 +33,38 @@ LIST = "list"
 """A Python list of numbers: its length may change (a hand of cards)."""
 NONE = "none"
 OTHER = "other"
+
+BODY_MEMBERS = ("position", "angle", "linearVelocity", "angularVelocity", "awake")
+"""What a rigid body's motion is, in the order a Driver writes it back (``awake`` last: putting
+a body to sleep zeroes its velocities, and setting a velocity wakes it)."""
+
+
+def is_body(value: Any) -> bool:
+    """A physics engine's rigid body (Box2D's ``b2Body``): its class has the motion members."""
+    return all(hasattr(type(value), m) for m in BODY_MEMBERS)
+
+
+def body_list(value: Any) -> bool:
+    return isinstance(value, list | tuple) and bool(value) and all(is_body(v) for v in value)
+
+
+def _body_values(path: str, body: Any, out: dict[str, Value]) -> None:
+    for member in BODY_MEMBERS:
+        got = getattr(body, member)
+        if not isinstance(got, bool | int | float):
+            got = tuple(got)  # a b2Vec2
+        out[f"{path}.{member}"] = value_of(got)
+    for name, got in vars(body).items():  # numbers a program keeps on the body
+        if isinstance(got, bool | int | float | np.number | np.bool_):
+            out[f"{path}.{name}"] = value_of(got)
+
+
+def _seen(body: Any, bodies: list[Any]) -> bool:
+    """``body`` was reached before (native proxies compare equal, not identical)."""
+    if any(body == b for b in bodies):
+        return True
+    bodies.append(body)
+    return False
 
 
 @dataclass(frozen=True)
@@ -88,8 +128,16 @@ def value_of(value: Any, shallow: bool = False) -> Value:
 def snapshot(env: Any, time_limit: Any = None, shallow: bool = False) -> dict[str, Value]:
     """Every state-like attribute of ``env``'s core object, plus the TimeLimit counter."""
     out: dict[str, Value] = {}
+    bodies: list[Any] = []
     for name, value in vars(core(env)).items():
-        if not _skipped(value):
+        if is_body(value):
+            if not _seen(value, bodies):
+                _body_values(name, value, out)
+        elif body_list(value):
+            for k, body in enumerate(value):
+                if not _seen(body, bodies):
+                    _body_values(f"{name}[{k}]", body, out)
+        elif not _skipped(value):
             out[name] = value_of(value, shallow)
     if time_limit is not None:
         out[ELAPSED_STEPS] = value_of(int(time_limit._elapsed_steps))
