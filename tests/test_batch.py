@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 from test_repair import OBSERVE, _needs_pong
 
-from envforge.agents.messages import ModelRequest, Usage, user
 from envforge.batch.driver import RunOptions, batch_lock, run_batch
 from envforge.batch.gate import CallRecord, Gate, Refusal
 from envforge.batch.manifest import load_manifest
@@ -38,6 +37,7 @@ from envforge.cost.budget import BudgetExceeded
 from envforge.cost.ledger import LedgerEntry
 from envforge.cost.prices import user_price
 from envforge.errors import BadInput
+from envforge.messages import ModelRequest, Usage, user
 from envforge.repair.orchestrate import Iteration
 
 ROOT = Path(__file__).resolve().parents[1]

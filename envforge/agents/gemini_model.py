@@ -13,15 +13,6 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from envforge.agents.messages import (
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCall,
-    ToolResult,
-    Usage,
-    arguments_or_invalid,
-)
 from envforge.agents.model import (
     ClassifiedError,
     ErrorKind,
@@ -31,6 +22,15 @@ from envforge.agents.model import (
     one_line,
     retry_after,
     status_kind,
+)
+from envforge.messages import (
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    Usage,
+    arguments_or_invalid,
 )
 
 BASE_URL_VARIABLE = "GOOGLE_GEMINI_BASE_URL"

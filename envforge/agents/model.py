@@ -1,4 +1,5 @@
-"""The one model interface, and the retry policy every live provider shares.
+"""The retry policy and error kinds every live provider shares (the ``Model`` interface itself
+is in ``envforge/messages.py``).
 
 A provider adapter subclasses :class:`ProviderModel`: it sends one request through its SDK
 (with the SDK's own retries turned off) and sorts the SDK's errors into the kinds below. This
@@ -14,19 +15,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
 
-from envforge.agents.messages import ModelRequest, ModelResponse
 from envforge.errors import BadInput, EnvforgeError
+from envforge.messages import ModelRequest, ModelResponse
 
 log = logging.getLogger("envforge.agents")
-
-
-class Model(Protocol):
-    name: str
-    """The model as the user named it; the price table is keyed by it."""
-
-    def complete(self, request: ModelRequest) -> ModelResponse: ...
 
 
 class ModelError(EnvforgeError):

@@ -14,7 +14,14 @@ import json
 from dataclasses import replace
 from decimal import Decimal
 
-from envforge.agents.messages import (
+from envforge.batch.gate import CallRecord, Channel, ProgressUpdate, Refusal, budget_error
+from envforge.batch.models import skip_calls
+from envforge.cost.estimate import InputTokenEstimate
+from envforge.cost.ledger import LedgerEntry
+from envforge.cost.prices import Price
+from envforge.errors import EnvforgeError
+from envforge.messages import (
+    Model,
     ModelRequest,
     ModelResponse,
     Usage,
@@ -22,13 +29,6 @@ from envforge.agents.messages import (
     response_from_dict,
     response_to_dict,
 )
-from envforge.agents.model import Model
-from envforge.batch.gate import CallRecord, Channel, ProgressUpdate, Refusal, budget_error
-from envforge.batch.models import skip_calls
-from envforge.cost.estimate import InputTokenEstimate
-from envforge.cost.ledger import LedgerEntry
-from envforge.cost.prices import Price
-from envforge.errors import EnvforgeError
 
 
 class ResumeDiverged(EnvforgeError):

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from envforge.agents.cassette import ReplayModel
-from envforge.agents.messages import ModelRequest, ModelResponse, Usage
-from envforge.agents.model import Model, ModelError
+from envforge.agents.model import ModelError
 from envforge.agents.scripted import reply
 from envforge.agents.select import ModelOptions, open_model
 from envforge.errors import BadInput
+from envforge.messages import Model, ModelRequest, ModelResponse, Usage
 
 SCRIPTED = "scripted:"
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")

@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from envforge.agents.model import Model, one_line
+from envforge.agents.model import one_line
 from envforge.batch.gate import Channel, Gate, ProgressUpdate
 from envforge.batch.memo import CachedVerifier, cached_measurer
 from envforge.batch.meter import BatchMeter
@@ -21,6 +21,7 @@ from envforge.batch.plan import JobPlan
 from envforge.batch.store import JobOutcome
 from envforge.cost.prices import Price
 from envforge.errors import EnvforgeError
+from envforge.messages import Model
 from envforge.repair.job import TranslateJob, TranslateOutcome, run_translate_job
 from envforge.repair.orchestrate import Iteration, Measurer, Verifier
 from envforge.repair.provenance import RunIdentity, provenance_markdown

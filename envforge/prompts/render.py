@@ -16,8 +16,8 @@ from typing import Any
 import jinja2
 import numpy as np
 
-from envforge.agents.messages import ToolSpec
 from envforge.errors import BadInput
+from envforge.messages import ToolSpec
 from envforge.preflight import RUST_CRATES
 from envforge.prompts.sources import SourceFile, reference_sources
 from envforge.spec import EnvSpec
