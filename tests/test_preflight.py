@@ -20,7 +20,8 @@ import pytest
 
 from envforge.errors import BadInput
 from envforge.locate import spec_for_name
-from envforge.preflight import RUST_CRATES, RustCrate, check_translate
+from envforge.preflight import check_translate
+from envforge.rust_crates import RUST_CRATES, RustCrate
 
 ROOT = Path(__file__).resolve().parents[1]
 
