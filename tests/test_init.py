@@ -19,11 +19,11 @@ from envforge.cli import app
 from envforge.draft.draft import draft_spec
 from envforge.draft.render import render_toml
 from envforge.draft.selfcheck import self_check
+from envforge.draft.selfcheck_cache import cached_or_run
 from envforge.errors import BadInput
 from envforge.spec import load_spec
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
-from envforge.verify.selfcheck_cache import cached_or_run
 
 QUICK = VerifyOptions(scale=0.05)
 

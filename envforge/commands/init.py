@@ -91,7 +91,7 @@ def run_init(
     from envforge.draft.draft import draft_spec
     from envforge.draft.render import render_readme, render_toml
     from envforge.draft.selfcheck import SelfCheckConfig, self_check
-    from envforge.verify.selfcheck_cache import remember
+    from envforge.draft.selfcheck_cache import remember
 
     env = name or env_name(ref)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", env):
