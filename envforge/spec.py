@@ -66,6 +66,14 @@ class ActionSpace(_Model):
         high = np.broadcast_to(np.asarray(self.high, dtype=np.float32), self.shape)
         return low, high
 
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` uniform random actions: int32 indices, or float32 vectors within the bounds."""
+        if self.type == "discrete":
+            assert self.n is not None
+            return rng.integers(0, self.n, size=n).astype(np.int32)
+        low, high = self.bounds()
+        return rng.uniform(low, high, size=(n, *self.shape)).astype(np.float32)
+
 
 PerElement = float | tuple[float, ...]
 """A scalar for the whole field, or one value per element of an array field (flattened order)."""
