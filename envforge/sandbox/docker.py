@@ -27,6 +27,7 @@ from envforge.backends.rust_build import (
     rust_cache,
 )
 from envforge.errors import BadInput
+from envforge.owned_names import owned_prefix, owner_gone, owner_tag
 from envforge.sandbox.base import (
     CommandResult,
     Sandbox,
@@ -36,9 +37,8 @@ from envforge.sandbox.base import (
     read_clipped,
 )
 from envforge.sandbox.image import ensure_image, sandbox_user, system_mounts
-from envforge.sandbox.leftovers import owned_prefix, owner_gone, owner_tag
-from envforge.sandbox.outputs import append_note
 from envforge.sandbox.paths import container_environment, host_rust_cache, python_roots, rust_roots
+from envforge.untrusted_files import append_note
 
 MB = 1024 * 1024
 LABEL = "envforge.sandbox"
