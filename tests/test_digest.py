@@ -64,7 +64,7 @@ def hashing(request, monkeypatch) -> str:
 def mixed_fields_and_views(n: int):
     """A spec of fields of 1, 4 and 8 bytes, scalar and shaped, and random states of it as
     strided views into one record array (as a C driver's structs give them)."""
-    from envforge.spec import StateField
+    from envforge.spec_sections import StateField
 
     fields = [
         StateField(name="flag", dtype="bool"),
