@@ -123,3 +123,25 @@ def test_no_import_cycle_between_packages(tmp_path: Path) -> None:
     (pkg / "c" / "z.py").write_text("from envforge import a\n")
     (pkg / "d.py").write_text("from envforge import __version__\n")
     assert package_cycles(package_imports(pkg)) == [["a", "b", "c"]]
+
+
+MAX_MODULE_LINES = 400
+"""STYLE.md: a module is one idea, under ~400 lines; one that grows past it is holding two."""
+
+
+def long_modules(root: Path, limit: int = MAX_MODULE_LINES) -> dict[str, int]:
+    counts = {
+        str(path.relative_to(root.parent)): len(path.read_text().splitlines())
+        for path in sorted(root.rglob("*.py"))
+    }
+    return {name: n for name, n in counts.items() if n > limit}
+
+
+def test_no_module_over_the_size_limit(tmp_path: Path) -> None:
+    assert long_modules(PACKAGE) == {}
+    # the check itself sees one
+    pkg = tmp_path / "envforge"
+    pkg.mkdir()
+    (pkg / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    (pkg / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    assert long_modules(pkg) == {"envforge/long.py": MAX_MODULE_LINES + 1}
