@@ -17,11 +17,11 @@ from envforge.backends import isolated
 from envforge.backends.base import Driver
 from envforge.backends.jax import JaxDriver
 from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
-from envforge.locate import spec_for_name
 from envforge.sandbox.docker import DockerServer, docker_available
 from envforge.sandbox.driver import open_sandboxed
 from envforge.sandbox.select import open_sandbox
 from envforge.spec import load_spec
+from envforge.spec_lookup import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 

@@ -157,8 +157,8 @@ def run_init(
 def spec_or_init(ref: str, spec_path: str | None, init: bool) -> EnvSpec:
     """The spec for ``--ref``; with ``init``, one drafted by ``envforge init`` when none exists
     (it must pass the self-check: exit 1 otherwise)."""
-    from envforge.locate import spec_for_reference
     from envforge.spec import load_spec
+    from envforge.spec_lookup import spec_for_reference
 
     try:
         return spec_for_reference(ref, spec_path)
