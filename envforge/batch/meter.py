@@ -15,7 +15,7 @@ from dataclasses import replace
 from decimal import Decimal
 
 from envforge.batch.gate import CallRecord, Channel, ProgressUpdate, Refusal, budget_error
-from envforge.batch.models import skip_calls
+from envforge.batch.manifest_model import skip_calls
 from envforge.cost.estimate import InputTokenEstimate
 from envforge.cost.ledger import LedgerEntry
 from envforge.cost.prices import Price

@@ -15,7 +15,7 @@ from pathlib import Path
 from envforge.agents.loop import AgentLimits
 from envforge.backends.reference_check import check_reference
 from envforge.batch.manifest import JobEntry, Manifest
-from envforge.batch.models import open_batch_model
+from envforge.batch.manifest_model import open_batch_model
 from envforge.cost.prices import Price, load_price_table, price_from_options
 from envforge.errors import BadInput
 from envforge.prompts.render import target

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from envforge.agents.model import one_line
 from envforge.batch.gate import Channel, Gate, ProgressUpdate
+from envforge.batch.manifest_model import open_batch_model
 from envforge.batch.memo import CachedVerifier, cached_measurer
 from envforge.batch.meter import BatchMeter
-from envforge.batch.models import open_batch_model
 from envforge.batch.plan import JobPlan
 from envforge.batch.store import JobOutcome
 from envforge.cost.prices import Price
