@@ -19,7 +19,7 @@ from envforge.agents.model import (
     ProviderModel,
     RetryPolicy,
     one_line,
-    retry_after,
+    status_error,
     status_kind,
 )
 from envforge.messages import (
@@ -128,7 +128,7 @@ class AnthropicModel(ProviderModel):
         sleep: Callable[[float], None] | None = None,
         timeout_s: float = 600.0,
     ) -> None:
-        super().__init__(name, retry, *(() if sleep is None else (sleep,)))
+        super().__init__(name, retry, sleep, timeout_s)
         import anthropic
 
         self._sdk = anthropic
@@ -158,9 +158,7 @@ class AnthropicModel(ProviderModel):
                 kind = ErrorKind.UNKNOWN_MODEL
             if getattr(error, "type", None) == "overloaded_error":
                 kind = ErrorKind.OVERLOADED
-            return ClassifiedError(
-                kind, f"HTTP {error.status_code}: {text}", retry_after(error.response.headers)
-            )
+            return status_error(error.status_code, text, error.response.headers, kind)
         if isinstance(error, sdk.CredentialsError):
             return ClassifiedError(ErrorKind.AUTH, one_line(error))
         if isinstance(error, sdk.APIConnectionError):
