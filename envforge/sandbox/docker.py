@@ -45,7 +45,7 @@ LABEL = "envforge.sandbox"
 OWNER_LABEL = "envforge.sandbox.owner"
 """The pid of the host process that started the container."""
 OWNER_TAG_LABEL = "envforge.sandbox.owner-tag"
-"""Its owner tag (envforge/sandbox/leftovers.py): who may remove the container when it died."""
+"""Its owner tag (envforge/owned_names.py): who may remove the container when it died."""
 BOOT_LABEL = "envforge.sandbox.boot"
 """The host's boot id: an engine may serve several machines, whose pids mean nothing here."""
 CLIENT_TIMEOUT_S = 60
