@@ -1,4 +1,5 @@
-"""One batch job, where it runs (a thread of the driver, or a Ray worker), and its landing.
+"""One batch job, where it runs (a thread of the batch's main process, the Ray "driver", or a Ray
+worker), and its landing.
 
 The job starts from a clean workspace every time. On a restart its calls come back from the
 call log and its verifications from the store, so it replays to where it was killed in seconds
