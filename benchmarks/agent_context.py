@@ -32,12 +32,12 @@ from typing import Any
 
 from envforge.agents.anthropic_model import wire_request
 from envforge.agents.loop import Agent, AgentLimits
-from envforge.agents.messages import ModelRequest, user
 from envforge.agents.scripted import ScriptedModel, reply
 from envforge.agents.tools import WorkspaceTools
 from envforge.cost.prices import load_price_table
-from envforge.locate import spec_for_name
+from envforge.messages import ModelRequest, user
 from envforge.prompts.render import translation_prompt
+from envforge.spec_lookup import spec_for_name
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "claude-sonnet-4-6"

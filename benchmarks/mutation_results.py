@@ -21,9 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from envforge.locate import spec_for_name
 from envforge.mutate.campaign import run_campaign
 from envforge.mutate.workspace import resolve_target
+from envforge.spec_lookup import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_seed_sweep
 

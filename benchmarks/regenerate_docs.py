@@ -20,7 +20,7 @@ from envforge.bench.markdown import section
 from envforge.bench.measure import BenchSettings
 from envforge.bench.report import BenchReport
 from envforge.bench.suite import find_ports, run_bench
-from envforge.locate import spec_for_name
+from envforge.spec_lookup import spec_for_name
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

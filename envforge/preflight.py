@@ -10,40 +10,11 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from envforge.errors import BadInput, EnvforgeError
+from envforge.rust_crates import RUST_CRATES, RustCrate
 from envforge.spec import EnvSpec
-
-
-@dataclass(frozen=True)
-class RustCrate:
-    name: str
-    version: str
-    """A caret requirement, as the port's Cargo.toml writes it."""
-    features: tuple[str, ...] = ()
-
-    def requirement(self) -> str:
-        """The dependency line of a port's Cargo.toml."""
-        if not self.features:
-            return f'{self.name} = "{self.version}"'
-        features = ", ".join(f'"{f}"' for f in self.features)
-        return f'{self.name} = {{ version = "{self.version}", features = [{features}] }}'
-
-    def vendored_in(self, vendor: Path) -> bool:
-        """``cargo vendor --versioned-dirs`` writes ``<name>-<full version>`` folders."""
-        major, _, minor = self.version.partition(".")
-        prefix = f"{self.name}-{major}." + (f"{minor.split('.')[0]}." if major == "0" else "")
-        return vendor.is_dir() and any(p.name.startswith(prefix) for p in vendor.iterdir())
-
-
-RUST_CRATES = (
-    RustCrate("pyo3", "0.30", ("extension-module",)),
-    RustCrate("numpy", "0.30"),
-    RustCrate("rayon", "1.10"),
-)
-"""The only dependencies a Rust port may use: builds run offline from the vendored copies."""
 
 
 def check_translate(spec: EnvSpec, target: str, transfer: bool = False) -> None:

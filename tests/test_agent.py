@@ -13,9 +13,9 @@ import pytest
 from envforge.agents.history import HistoryLimits, compact
 from envforge.agents.host_paths import hide_host_paths
 from envforge.agents.loop import Agent, AgentLimits
-from envforge.agents.messages import INVALID_ARGUMENTS, Message, ToolCall, ToolResult, user
 from envforge.agents.scripted import ScriptedModel, reply
 from envforge.agents.tools import ToolLimits, WorkspaceTools
+from envforge.messages import INVALID_ARGUMENTS, Message, ToolCall, ToolResult, user
 from envforge.sandbox.base import SandboxLimits
 from envforge.sandbox.process import ProcessSandbox
 

@@ -28,3 +28,120 @@ def test_no_module_imports_another_modules_private_names(tmp_path: Path) -> None
     pkg.mkdir()
     (pkg / "a.py").write_text("from envforge.b import _hidden, __version__, public\n")
     assert private_imports(pkg) == ["envforge/a.py: envforge.b._hidden"]
+
+
+def _package(module: str) -> str:
+    """``envforge.verify.tape`` -> ``verify``; a top-level module is its own package
+    (``envforge.spec`` -> ``spec``); ``envforge`` itself is ``envforge``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _module_name(path: Path, root: Path) -> tuple[str, bool]:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    is_package = parts[-1] == "__init__"
+    return ".".join(parts[:-1] if is_package else parts), is_package
+
+
+def package_imports(root: Path) -> dict[tuple[str, str], list[str]]:
+    """``(package, package it imports) -> ["file:line", ...]`` over every import in the
+    source, function-local (lazy) and ``TYPE_CHECKING`` ones included: a lazy import still
+    makes the importer depend on the imported package, it only moves the cost."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        module, is_package = _module_name(path, root)
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: resolve against this module's package
+                    here = module.split(".") if is_package else module.split(".")[:-1]
+                    here = here[: len(here) - node.level + 1]
+                    base = ".".join([*here, *([node.module] if node.module else [])])
+                targets = [base]
+                if base == root.name:  # ``from envforge import spec``: a module, or a name
+                    targets = [
+                        f"{base}.{alias.name}"
+                        if (root / f"{alias.name}.py").exists() or (root / alias.name).is_dir()
+                        else base
+                        for alias in node.names
+                    ]
+            for target in targets:
+                if target != root.name and not target.startswith(root.name + "."):
+                    continue
+                source, imported = _package(module), _package(target)
+                if source != imported:
+                    where = f"{path.relative_to(root.parent)}:{node.lineno}"
+                    edges.setdefault((source, imported), []).append(where)
+    return edges
+
+
+def package_cycles(edges: dict[tuple[str, str], list[str]]) -> list[list[str]]:
+    """Groups of packages that import each other, directly or around a longer loop."""
+    graph: dict[str, set[str]] = {}
+    for source, imported in edges:
+        graph.setdefault(source, set()).add(imported)
+        graph.setdefault(imported, set())
+
+    def reachable(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph[todo.pop()] - seen:
+                seen.add(nxt)
+                todo.append(nxt)
+        return seen
+
+    reach = {package: reachable(package) for package in graph}
+    groups = {
+        tuple(sorted(p for p in graph if p in reach[package] and package in reach[p]))
+        for package in graph
+        if package in reach[package]
+    }
+    return sorted(list(group) for group in groups)
+
+
+def test_no_import_cycle_between_packages(tmp_path: Path) -> None:
+    edges = package_imports(PACKAGE)
+    cycles = package_cycles(edges)
+    # on failure, say which imports close each loop
+    assert cycles == [], {
+        f"{a} -> {b}": edges[(a, b)]
+        for group in cycles
+        for a in group
+        for b in group
+        if (a, b) in edges
+    }
+    # the check itself sees a loop of three, through a lazy and a relative import
+    pkg = tmp_path / "envforge"
+    for name in ("a", "b", "c"):
+        (pkg / name).mkdir(parents=True)
+        (pkg / name / "__init__.py").write_text("")
+    (pkg / "a" / "x.py").write_text("from envforge.b.y import f\n")
+    (pkg / "b" / "y.py").write_text("def f():\n    from ..c import z\n")
+    (pkg / "c" / "z.py").write_text("from envforge import a\n")
+    (pkg / "d.py").write_text("from envforge import __version__\n")
+    assert package_cycles(package_imports(pkg)) == [["a", "b", "c"]]
+
+
+MAX_MODULE_LINES = 400
+"""STYLE.md: a module is one idea, under ~400 lines; one that grows past it is holding two."""
+
+
+def long_modules(root: Path, limit: int = MAX_MODULE_LINES) -> dict[str, int]:
+    counts = {
+        str(path.relative_to(root.parent)): len(path.read_text().splitlines())
+        for path in sorted(root.rglob("*.py"))
+    }
+    return {name: n for name, n in counts.items() if n > limit}
+
+
+def test_no_module_over_the_size_limit(tmp_path: Path) -> None:
+    assert long_modules(PACKAGE) == {}
+    # the check itself sees one
+    pkg = tmp_path / "envforge"
+    pkg.mkdir()
+    (pkg / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    (pkg / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    assert long_modules(pkg) == {"envforge/long.py": MAX_MODULE_LINES + 1}

@@ -474,7 +474,7 @@ def test_translate_builds_the_reference_before_paying_a_model(
 
 
 def test_ref_beside_spec_names_the_reference_that_is_verified(tmp_path: Path) -> None:
-    from envforge.locate import spec_for_reference
+    from envforge.spec_lookup import spec_for_reference
 
     copy = tmp_path / "elsewhere" / "pong.c"
     copy.parent.mkdir()

@@ -31,7 +31,7 @@ from envforge.bench.measure import (
 )
 from envforge.bench.report import BenchReport
 from envforge.bench.suite import best_limits
-from envforge.locate import default_port, spec_for_name
+from envforge.spec_lookup import default_port, spec_for_name
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = BenchSettings(batch_sizes=(1, 4), repeats=2, min_run_s=0.01, policies=("random", "mlp"))

@@ -11,7 +11,6 @@ import pytest
 from typer.testing import CliRunner
 
 from envforge.agents.loop import Agent, AgentLimits
-from envforge.agents.messages import ModelRequest, Usage, user
 from envforge.agents.scripted import ScriptedModel, reply
 from envforge.agents.tools import WorkspaceTools
 from envforge.cli import app
@@ -25,6 +24,7 @@ from envforge.cost.prices import (
     user_price,
 )
 from envforge.errors import BadInput
+from envforge.messages import ModelRequest, Usage, user
 
 
 def test_price_table_is_versioned_data_with_exact_rates() -> None:

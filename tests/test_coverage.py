@@ -13,8 +13,8 @@ import pytest
 from envforge.backends.c import CDriver
 from envforge.backends.coverage import LineCoverage, excluded_lines, line_ranges, merge_all
 from envforge.backends.gymnasium import GymnasiumDriver
-from envforge.locate import spec_for_name
 from envforge.spec import load_spec
+from envforge.spec_lookup import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.report import Report
 from envforge.verify.runner import verify

@@ -65,7 +65,7 @@ def hashing(request, monkeypatch) -> str:
 def mixed_fields_and_views(n: int):
     """A spec of fields of 1, 4 and 8 bytes, scalar and shaped, and random states of it as
     strided views into one record array (as a C driver's structs give them)."""
-    from envforge.spec import StateField
+    from envforge.spec_sections import StateField
 
     fields = [
         StateField(name="flag", dtype="bool"),
@@ -159,14 +159,15 @@ def test_native_digests_are_the_numpy_digests(side: str) -> None:
 
 
 def test_c_shim_hashes_natively_only_fields_stored_as_their_spec_dtype() -> None:
-    from envforge.backends.c import _digest_shim, parse_struct
+    from envforge.backends.c_shim import digest_shim
+    from envforge.backends.c_struct import parse_struct
 
     members = parse_struct((SPEC.root / "pong.c").read_text(), "Pong")
-    assert "envforge_reset_digest" in _digest_shim(SPEC, members)
+    assert "envforge_reset_digest" in digest_shim(SPEC, members)
     fields = [
         f.model_copy(update={"dtype": "int64"}) if f.name == "tick" else f for f in SPEC.state
     ]
-    assert _digest_shim(SPEC.model_copy(update={"state": fields}), members) == ""
+    assert digest_shim(SPEC.model_copy(update={"state": fields}), members) == ""
 
 
 def test_short_last_block_and_empty_batch(hashing: str) -> None:

@@ -26,8 +26,8 @@ from envforge.commands.verify import rerun_command
 from envforge.errors import BadInput
 from envforge.external.next_prompt import next_repair_prompt
 from envforge.external.workspace import CONFIG_FILE, TASK_FILES, load_config, write_workspace
-from envforge.locate import spec_for_name
 from envforge.spec import load_spec
+from envforge.spec_lookup import spec_for_name
 from envforge.verify.findings import Finding, SourceLocation
 from envforge.verify.report import LevelResult, Report
 

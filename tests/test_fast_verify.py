@@ -17,10 +17,11 @@ from envforge.backends import isolated
 from envforge.backends.base import Driver
 from envforge.backends.jax import JaxDriver
 from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
-from envforge.locate import spec_for_name
 from envforge.sandbox.docker import DockerServer, docker_available
+from envforge.sandbox.driver import open_sandboxed
 from envforge.sandbox.select import open_sandbox
 from envforge.spec import load_spec
+from envforge.spec_lookup import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 
@@ -107,7 +108,9 @@ def test_sandboxed_calls_do_not_ask_the_docker_engine(monkeypatch: pytest.Monkey
     monkeypatch.setattr(DockerServer, "_state", counted)
     spec = spec_for_name("pong")
     sandbox = open_sandbox("docker")
-    driver = open_driver(port_recipe(spec, ROOT / "generated/pong/jax", None), True, 60.0, sandbox)
+    driver = open_sandboxed(
+        port_recipe(spec, ROOT / "generated/pong/jax", None), sandbox, True, 60.0
+    )
     try:
         before = asked["state"]
         state0 = driver.reset(np.arange(4, dtype=np.uint32))

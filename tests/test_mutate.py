@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from conftest import QUICK_SWEEP
 
-from envforge.locate import default_port, spec_for_name
 from envforge.mutate.ast_ops import python_edits
 from envforge.mutate.generate import generate, sample, sibling_fields
 from envforge.mutate.mutant import Mutant, SourceText
@@ -20,6 +19,7 @@ from envforge.mutate.triage import (
     line_localized,
     static_equivalence,
 )
+from envforge.spec_lookup import default_port, spec_for_name
 
 PY = '''"""docstring 1 + 2 is not code"""
 import jax.numpy as jnp

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from envforge.errors import BadInput
-from envforge.locate import spec_for_name
-from envforge.preflight import RUST_CRATES, RustCrate, check_translate
+from envforge.preflight import check_translate
+from envforge.rust_crates import RUST_CRATES, RustCrate
+from envforge.spec_lookup import spec_for_name
 
 ROOT = Path(__file__).resolve().parents[1]
 

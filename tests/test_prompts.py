@@ -10,10 +10,10 @@ import jinja2
 import pytest
 
 from envforge.errors import BadInput
-from envforge.locate import spec_for_name
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import reference_sources
 from envforge.spec import EnvSpec
+from envforge.spec_lookup import spec_for_name
 from envforge.verify.findings import Finding, SourceLocation
 from envforge.verify.report import LevelResult, Report
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from envforge.agents.loop import AgentLimits
-from envforge.agents.messages import ModelRequest, ModelResponse, Usage
 from envforge.agents.scripted import ScriptedModel, reply
 from envforge.cost.ledger import Ledger
 from envforge.cost.prices import user_price
-from envforge.locate import spec_for_name
+from envforge.messages import ModelRequest, ModelResponse, Usage
 from envforge.repair.job import TranslateJob, run_translate_job
 from envforge.repair.orchestrate import RepairConfig
+from envforge.spec_lookup import spec_for_name
 from envforge.verify.context import VerifyOptions
 
 ROOT = Path(__file__).resolve().parents[1]

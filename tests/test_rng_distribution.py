@@ -12,8 +12,8 @@ from pathlib import Path
 from conftest import ROOT, apply_patch
 
 from envforge.spec import EnvSpec, load_spec
+from envforge.stats import chi2_power
 from envforge.verify.context import VerifyOptions
-from envforge.verify.distribution import chi2_power
 from envforge.verify.runner import verify
 
 FROZENLAKE = ROOT / "references" / "frozenlake" / "env.toml"

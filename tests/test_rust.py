@@ -17,9 +17,9 @@ from conftest import QUICK_SWEEP
 from envforge.backends.c import CDriver
 from envforge.backends.rust import RustDriver
 from envforge.backends.rust_build import build_hash, cached_extension
-from envforge.locate import spec_for_name
 from envforge.sandbox.confine import probe
 from envforge.sandbox.docker import docker_available
+from envforge.spec_lookup import spec_for_name
 from envforge.train.evaluate import random_action_fn, run_episodes
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify

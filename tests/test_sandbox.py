@@ -22,11 +22,11 @@ import pytest
 from conftest import QUICK_SWEEP
 
 import envforge
-from envforge.locate import spec_for_name
 from envforge.sandbox.base import Sandbox, SandboxLimits
 from envforge.sandbox.confine import probe
 from envforge.sandbox.docker import OWNER_LABEL, docker_available
 from envforge.sandbox.select import choose_sandbox, open_sandbox
+from envforge.spec_lookup import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 

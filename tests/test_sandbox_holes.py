@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from envforge.locate import spec_for_name
 from envforge.sandbox.base import Sandbox, SandboxLimits
 from envforge.sandbox.confine import probe
 from envforge.sandbox.docker import docker_available
 from envforge.sandbox.select import open_sandbox
+from envforge.spec_lookup import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.report import Report
 from envforge.verify.runner import verify
@@ -241,7 +241,7 @@ raise RuntimeError("still here: the verifier could not be killed")
 RUN_VERIFIER = """
 import os, sys
 os.environ["ENVFORGE_PROBE_VERIFIER"] = str(os.getpid())
-from envforge.locate import spec_for_name
+from envforge.spec_lookup import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 report = verify(spec_for_name("pong"), sys.argv[1], [0], VerifyOptions(sandbox=sys.argv[2]))

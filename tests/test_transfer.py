@@ -12,10 +12,10 @@ from conftest import PONG_PORT, apply_patch
 
 from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
 from envforge.spec import load_spec
+from envforge.stats import better_than, compare_samples, tost
 from envforge.train.config import l4_config
 from envforge.train.policy import Policy
 from envforge.train.ppo import TrainResult, network_for
-from envforge.train.stats import better_than, compare_samples, tost
 from envforge.verify.context import VerifyContext, VerifyOptions
 from envforge.verify.runner import verify
 from envforge.verify.transfer import run_direction

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from envforge.agents.messages import (
+from envforge.agents.model import ProviderModel, RetryPolicy
+from envforge.messages import (
     Message,
     ModelRequest,
     TextPart,
@@ -28,7 +29,6 @@ from envforge.agents.messages import (
     Usage,
     user,
 )
-from envforge.agents.model import ProviderModel, RetryPolicy
 
 SECRET = "sk-test-SECRET-0123456789"
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from envforge.agents.messages import (
+from envforge.agents.model import (
+    ClassifiedError,
+    ErrorKind,
+    ModelAuthError,
+    ProviderModel,
+    RetryPolicy,
+    one_line,
+    status_error,
+    status_kind,
+)
+from envforge.messages import (
     Message,
     ModelRequest,
     ModelResponse,
@@ -21,16 +31,6 @@ from envforge.agents.messages import (
     ToolResult,
     Usage,
     arguments_or_invalid,
-)
-from envforge.agents.model import (
-    ClassifiedError,
-    ErrorKind,
-    ModelAuthError,
-    ProviderModel,
-    RetryPolicy,
-    one_line,
-    retry_after,
-    status_kind,
 )
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -128,7 +128,7 @@ class AnthropicModel(ProviderModel):
         sleep: Callable[[float], None] | None = None,
         timeout_s: float = 600.0,
     ) -> None:
-        super().__init__(name, retry, *(() if sleep is None else (sleep,)))
+        super().__init__(name, retry, sleep, timeout_s)
         import anthropic
 
         self._sdk = anthropic
@@ -158,9 +158,7 @@ class AnthropicModel(ProviderModel):
                 kind = ErrorKind.UNKNOWN_MODEL
             if getattr(error, "type", None) == "overloaded_error":
                 kind = ErrorKind.OVERLOADED
-            return ClassifiedError(
-                kind, f"HTTP {error.status_code}: {text}", retry_after(error.response.headers)
-            )
+            return status_error(error.status_code, text, error.response.headers, kind)
         if isinstance(error, sdk.CredentialsError):
             return ClassifiedError(ErrorKind.AUTH, one_line(error))
         if isinstance(error, sdk.APIConnectionError):

@@ -17,15 +17,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from envforge.agents.messages import (
+from envforge.errors import BadInput, EnvforgeError
+from envforge.messages import (
+    Model,
     ModelRequest,
     ModelResponse,
     request_to_dict,
     response_from_dict,
     response_to_dict,
 )
-from envforge.agents.model import Model
-from envforge.errors import BadInput, EnvforgeError
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)

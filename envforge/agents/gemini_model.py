@@ -13,15 +13,6 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from envforge.agents.messages import (
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCall,
-    ToolResult,
-    Usage,
-    arguments_or_invalid,
-)
 from envforge.agents.model import (
     ClassifiedError,
     ErrorKind,
@@ -29,8 +20,17 @@ from envforge.agents.model import (
     ProviderModel,
     RetryPolicy,
     one_line,
-    retry_after,
+    status_error,
     status_kind,
+)
+from envforge.messages import (
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    Usage,
+    arguments_or_invalid,
 )
 
 BASE_URL_VARIABLE = "GOOGLE_GEMINI_BASE_URL"
@@ -144,7 +144,7 @@ class GeminiModel(ProviderModel):
         sleep: Callable[[float], None] | None = None,
         timeout_s: float = 600.0,
     ) -> None:
-        super().__init__(name, retry, *(() if sleep is None else (sleep,)))
+        super().__init__(name, retry, sleep, timeout_s)
         import httpx2
         from google import genai
         from google.genai import errors, types
@@ -182,8 +182,7 @@ class GeminiModel(ProviderModel):
                 kind = ErrorKind.OVERLOADED
             elif error.status == "RESOURCE_EXHAUSTED":
                 kind = ErrorKind.TRANSIENT
-            headers = getattr(error.response, "headers", None)
-            return ClassifiedError(kind, f"HTTP {error.code}: {text}", retry_after(headers))
+            return status_error(error.code, text, getattr(error.response, "headers", None), kind)
         if isinstance(error, self._transport_error):
             return ClassifiedError(ErrorKind.TRANSIENT, one_line(error))
         return None

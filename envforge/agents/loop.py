@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from envforge.agents.history import HistoryLimits, compact
-from envforge.agents.messages import Message, ModelRequest, ModelResponse, TextPart, ToolResult
-from envforge.agents.model import ContextOverflow, Model
+from envforge.agents.model import ContextOverflow
 from envforge.agents.tools import WorkspaceTools
 from envforge.cost.budget import BudgetExceeded
+from envforge.messages import Message, Model, ModelRequest, ModelResponse, TextPart, ToolResult
 
 EventFn = Callable[[str], None]
 MessageFn = Callable[[Message], None]

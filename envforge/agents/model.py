@@ -1,4 +1,5 @@
-"""The one model interface, and the retry policy every live provider shares.
+"""The retry policy and error kinds every live provider shares (the ``Model`` interface itself
+is in ``envforge/messages.py``).
 
 A provider adapter subclasses :class:`ProviderModel`: it sends one request through its SDK
 (with the SDK's own retries turned off) and sorts the SDK's errors into the kinds below. This
@@ -14,19 +15,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
 
-from envforge.agents.messages import ModelRequest, ModelResponse
 from envforge.errors import BadInput, EnvforgeError
+from envforge.messages import ModelRequest, ModelResponse
 
 log = logging.getLogger("envforge.agents")
-
-
-class Model(Protocol):
-    name: str
-    """The model as the user named it; the price table is keyed by it."""
-
-    def complete(self, request: ModelRequest) -> ModelResponse: ...
 
 
 class ModelError(EnvforgeError):
@@ -95,11 +88,14 @@ class ProviderModel:
         self,
         name: str,
         retry: RetryPolicy | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
+        timeout_s: float = 600.0,
     ) -> None:
         self.name = name
         self.retry = retry or RetryPolicy()
-        self._sleep = sleep
+        self._sleep = sleep or time.sleep
+        self.timeout_s = timeout_s
+        """Seconds one HTTP request may take (the adapter hands it to its SDK client)."""
 
     def _send(self, request: ModelRequest) -> ModelResponse:
         raise NotImplementedError
@@ -186,6 +182,16 @@ def status_kind(status: int, text: str = "") -> ErrorKind:
     if status in (408, 409, 425, 429, 529) or status >= 500:
         return ErrorKind.TRANSIENT
     return ErrorKind.FATAL
+
+
+def status_error(
+    status: int, text: str, headers: object, kind: ErrorKind | None = None
+) -> ClassifiedError:
+    """An HTTP error from a provider: ``kind`` where the adapter knows better than the status
+    (``status_kind``), the status and message, and the server's ``retry-after``."""
+    return ClassifiedError(
+        kind or status_kind(status, text), f"HTTP {status}: {text}", retry_after(headers)
+    )
 
 
 def retry_after(headers: object) -> float | None:

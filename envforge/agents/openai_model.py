@@ -13,15 +13,6 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from envforge.agents.messages import (
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCall,
-    ToolResult,
-    Usage,
-    arguments_or_invalid,
-)
 from envforge.agents.model import (
     ClassifiedError,
     ErrorKind,
@@ -30,8 +21,17 @@ from envforge.agents.model import (
     ProviderModel,
     RetryPolicy,
     one_line,
-    retry_after,
+    status_error,
     status_kind,
+)
+from envforge.messages import (
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    Usage,
+    arguments_or_invalid,
 )
 
 PREFIX = "openai:"
@@ -123,7 +123,7 @@ class OpenAICompatibleModel(ProviderModel):
         sleep: Callable[[float], None] | None = None,
         timeout_s: float = 600.0,
     ) -> None:
-        super().__init__(name, retry, *(() if sleep is None else (sleep,)))
+        super().__init__(name, retry, sleep, timeout_s)
         import openai
 
         self._sdk = openai
@@ -156,9 +156,7 @@ class OpenAICompatibleModel(ProviderModel):
                 kind = ErrorKind.UNKNOWN_MODEL
             if code == "context_length_exceeded":
                 kind = ErrorKind.CONTEXT
-            return ClassifiedError(
-                kind, f"HTTP {error.status_code}: {text}", retry_after(error.response.headers)
-            )
+            return status_error(error.status_code, text, error.response.headers, kind)
         if isinstance(error, sdk.APIConnectionError):
             return ClassifiedError(ErrorKind.TRANSIENT, one_line(error.message))
         if isinstance(error, sdk.APIError):

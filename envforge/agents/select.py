@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envforge.agents.model import Model, RetryPolicy, UnknownModel
+from envforge.agents.model import RetryPolicy, UnknownModel
+from envforge.messages import Model
 
 PROVIDER_PREFIXES = ("claude-", "gemini-", "openai:", "replay:")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.agents.host_paths import hide_host_paths
-from envforge.agents.messages import INVALID_ARGUMENTS, ToolCall, ToolResult, ToolSpec
+from envforge.messages import INVALID_ARGUMENTS, ToolCall, ToolResult, ToolSpec
 from envforge.prompts.render import tool_specs
 from envforge.sandbox.base import Sandbox
 from envforge.sandbox.process import ProcessSandbox

@@ -39,7 +39,8 @@ import numpy as np
 
 from envforge.backends.base import State
 from envforge.errors import BadInput
-from envforge.spec import EnvSpec, StateField
+from envforge.spec import EnvSpec
+from envforge.spec_sections import StateField
 
 ELAPSED_STEPS = "@elapsed_steps"
 SEED = "@seed"

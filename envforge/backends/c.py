@@ -3,9 +3,10 @@
 The reference exposes ``<prefix>_reset(S*, uint32_t seed)``, ``<prefix>_step(S*, action,
 float* reward, uint8_t* terminated, uint8_t* truncated)`` and ``<prefix>_observe(const S*,
 float* obs)``; ``action`` is ``int32_t`` for discrete and ``const float*`` for continuous
-actions. The backend writes a small shim that includes the reference and loops over a batch,
-parses the struct declaration into a numpy dtype, checks that layout against the compiler's
-own ``sizeof``/``offsetof``, and caches the library by content hash and flags.
+actions. The backend parses the struct declaration into a numpy dtype (``c_struct.py``),
+compiles a small shim that includes the reference and loops over a batch (``c_shim.py``),
+checks that layout against the compiler's own ``sizeof``/``offsetof``, and caches the library
+by content hash and flags.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,10 +21,12 @@ from pathlib import Path
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, canonicalize
+from envforge.backends.c_shim import shim_source
+from envforge.backends.c_struct import StructMember, parse_struct
 from envforge.backends.c_threads import sweep_threads
 from envforge.backends.cc import c_compiler
 from envforge.backends.coverage import LineCoverage
-from envforge.backends.digest import LANE_START, ROW_MULT, join, state_digests, word_key
+from envforge.backends.digest import join, state_digests
 from envforge.backends.gcov import GcovBuild
 from envforge.cache import cache_root
 from envforge.errors import BadInput, ContractViolation
@@ -35,208 +37,11 @@ THREADED_SEEDS = 1 << 16
 STRICT_CFLAGS = ("-O2", "-ffp-contract=off", "-fno-fast-math", "-DENVFORGE_FTZ")
 FAST_CFLAGS = ("-O2",)
 
-C_TYPES = {
-    "float": "f4",
-    "double": "f8",
-    "int": "i4",
-    "int32_t": "i4",
-    "unsigned": "u4",
-    "unsigned int": "u4",
-    "uint32_t": "u4",
-    "int64_t": "i8",
-    "long long": "i8",
-    "uint64_t": "u8",
-    "unsigned long long": "u8",
-    "int16_t": "i2",
-    "short": "i2",
-    "uint16_t": "u2",
-    "unsigned short": "u2",
-    "int8_t": "i1",
-    "char": "i1",
-    "signed char": "i1",
-    "uint8_t": "u1",
-    "unsigned char": "u1",
-    "bool": "u1",
-    "_Bool": "u1",
-}
-
 
 def cache_dir() -> Path:
     path = cache_root() / "c"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def _strip_comments(source: str) -> str:
-    source = re.sub(r"/\*.*?\*/", " ", source, flags=re.S)
-    return re.sub(r"//[^\n]*", " ", source)
-
-
-def parse_struct(source: str, name: str) -> list[tuple[str, str, tuple[int, ...]]]:
-    """Members ``(name, numpy type code, shape)`` of ``typedef struct {...} name;`` or ``struct name {...}``."""
-    text = _strip_comments(source)
-    match = re.search(
-        r"typedef\s+struct\s*\w*\s*\{(?P<body>[^{}]*)\}\s*" + re.escape(name) + r"\s*;", text
-    )
-    if match is None:
-        match = re.search(r"struct\s+" + re.escape(name) + r"\s*\{(?P<body>[^{}]*)\}\s*;", text)
-    if match is None:
-        raise BadInput(f"struct {name} not found in the C reference")
-    members = []
-    for decl in match.group("body").split(";"):
-        decl = " ".join(decl.split())
-        if not decl:
-            continue
-        m = re.match(
-            r"(?P<type>(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:long\s+long|\w+))\s+(?P<rest>.+)",
-            decl,
-        )
-        if m is None:
-            raise BadInput(f"cannot parse struct {name} member: {decl!r}")
-        ctype = m.group("type").replace("const ", "").strip()
-        if ctype not in C_TYPES:
-            raise BadInput(f"struct {name}: unsupported member type {ctype!r} in {decl!r}")
-        for declarator in m.group("rest").split(","):
-            d = re.match(r"\s*(\w+)\s*((?:\[\s*\d+\s*\])*)\s*$", declarator)
-            if d is None:
-                raise BadInput(f"struct {name}: unsupported declarator {declarator!r}")
-            dims = tuple(int(x) for x in re.findall(r"\d+", d.group(2)))
-            members.append((d.group(1), C_TYPES[ctype], dims))
-    return members
-
-
-# spec dtype -> the struct member type codes whose bytes are that dtype's canonical bytes
-_DIGEST_TYPES = {
-    "float32": ("f4",),
-    "int32": ("i4",),
-    "uint32": ("u4",),
-    "float64": ("f8",),
-    "int64": ("i8",),
-    "uint64": ("u8",),
-    "uint8": ("u1",),
-    "bool": ("u1",),
-}
-
-
-def _digest_shim(spec: EnvSpec, members: list[tuple[str, str, tuple[int, ...]]]) -> str:
-    """C source of ``envforge_reset_digest``: each seed reset into one struct and hashed as
-    ``backends.digest`` defines it, with no state leaving C; or ``""`` when a field's member is
-    not stored as the spec's dtype (then the driver hashes in numpy)."""
-    assert spec.c is not None
-    by_name = {m: (code, dims) for m, code, dims in members}
-    lines, j = [], 0
-    for f in spec.state:
-        member = f.c_field or f.name
-        code, dims = by_name.get(member, ("", ()))
-        if code not in _DIGEST_TYPES[f.dtype] or int(np.prod(dims)) != int(np.prod(f.shape)):
-            return ""
-        size = int(code[1])
-        for k in range(int(np.prod(f.shape))):
-            at = f"(const char*)&ef_env.{member} + {k * size}"
-            if size == 1:
-                test = " != 0" if f.dtype == "bool" else ""
-                reads = [f"ef_w = (uint32_t)(*(const uint8_t*)({at}){test});"]
-            elif size == 4:
-                reads = [f"memcpy(&ef_w, {at}, 4);"]
-            else:
-                reads = [
-                    f"memcpy(&ef_v, {at}, 8); ef_w = (uint32_t)ef_v;",
-                    "ef_w = (uint32_t)(ef_v >> 32);",
-                ]
-            for read in reads:
-                lines.append(
-                    f"            {read} ef_lo = (ef_lo ^ ef_w) * {word_key(j, 0)}u; "
-                    f"ef_hi = (ef_hi ^ ef_w) * {word_key(j, 1)}u;"
-                )
-                j += 1
-    body = "\n".join(lines)
-    return f"""
-static inline uint32_t envforge_fmix32(uint32_t ef_x) {{
-    ef_x ^= ef_x >> 16; ef_x *= 0x85EBCA6Bu; ef_x ^= ef_x >> 13; ef_x *= 0xC2B2AE35u;
-    return ef_x ^ (ef_x >> 16);
-}}
-
-/* block digests of the reset states (envforge/backends/digest.py defines them); locals are
-   prefixed so that no macro of the reference can clash with them */
-void envforge_reset_digest(int64_t ef_n, const uint32_t* ef_seeds, int64_t ef_block,
-                           uint32_t* ef_lo_sums, uint32_t* ef_hi_sums) {{
-    ENVFORGE_ENTER
-    {spec.c.struct} ef_env;
-    for (int64_t ef_first = 0; ef_first < ef_n; ef_first += ef_block) {{
-        int64_t ef_end = ef_n - ef_first < ef_block ? ef_n : ef_first + ef_block;
-        uint32_t ef_lo_sum = 0, ef_hi_sum = 0;
-        for (int64_t ef_i = ef_first; ef_i < ef_end; ef_i++) {{
-            memset(&ef_env, 0, sizeof ef_env);
-            {spec.c.prefix}_reset(&ef_env, ef_seeds[ef_i]);
-            uint32_t ef_lo = {LANE_START[0]}u, ef_hi = {LANE_START[1]}u, ef_w;
-            uint64_t ef_v;
-            (void)ef_v;
-{body}
-            uint32_t ef_row = (uint32_t)(ef_i - ef_first);
-            ef_lo_sum += envforge_fmix32(ef_lo + ef_row * {ROW_MULT[0]}u);
-            ef_hi_sum += envforge_fmix32(ef_hi ^ (ef_row * {ROW_MULT[1]}u));
-        }}
-        ef_lo_sums[ef_first / ef_block] = ef_lo_sum;
-        ef_hi_sums[ef_first / ef_block] = ef_hi_sum;
-    }}
-    ENVFORGE_LEAVE
-}}
-"""
-
-
-def _shim(spec: EnvSpec, reference: Path, members: list[tuple[str, str, tuple[int, ...]]]) -> str:
-    assert spec.c is not None
-    s, p = spec.c.struct, spec.c.prefix
-    if spec.action.type == "discrete":
-        action_arg, action_expr = "const int32_t* actions", "actions[i]"
-    else:
-        dim = int(np.prod(spec.action.shape or (1,)))
-        action_arg, action_expr = "const float* actions", f"actions + i * {dim}"
-    obs_dim = int(np.prod(spec.observation.shape))
-    offsets = "\n".join(
-        f"size_t envforge_offsetof_{m}(void) {{ return offsetof({s}, {m}); }}"
-        for m, _, _ in members
-    )
-    return f"""/* generated by envforge: batch entry points around the reference */
-#include <stddef.h>
-#include <stdint.h>
-#include <string.h>
-#include "{reference}"
-
-/* Strict float: XLA on CPU runs with flush-to-zero and denormals-are-zero, so the strict
-   build does the same around every batch call (MXCSR bits 15 and 6), then restores them. */
-#if defined(ENVFORGE_FTZ) && (defined(__x86_64__) || defined(__i386__))
-#include <xmmintrin.h>
-#define ENVFORGE_ENTER unsigned int envforge_csr = _mm_getcsr(); _mm_setcsr(envforge_csr | 0x8040u);
-#define ENVFORGE_LEAVE _mm_setcsr(envforge_csr);
-#else
-#define ENVFORGE_ENTER
-#define ENVFORGE_LEAVE
-#endif
-
-size_t envforge_sizeof(void) {{ return sizeof({s}); }}
-{offsets}
-
-void envforge_reset(int64_t n, {s}* envs, const uint32_t* seeds) {{
-    ENVFORGE_ENTER
-    for (int64_t i = 0; i < n; i++) {p}_reset(&envs[i], seeds[i]);
-    ENVFORGE_LEAVE
-}}
-
-void envforge_step(int64_t n, {s}* envs, {action_arg}, float* rewards,
-                   uint8_t* terminated, uint8_t* truncated) {{
-    ENVFORGE_ENTER
-    for (int64_t i = 0; i < n; i++)
-        {p}_step(&envs[i], {action_expr}, &rewards[i], &terminated[i], &truncated[i]);
-    ENVFORGE_LEAVE
-}}
-
-void envforge_observe(int64_t n, const {s}* envs, float* obs) {{
-    ENVFORGE_ENTER
-    for (int64_t i = 0; i < n; i++) {p}_observe(&envs[i], obs + i * {obs_dim});
-    ENVFORGE_LEAVE
-}}
-{_digest_shim(spec, members)}"""
 
 
 def compile_reference(spec: EnvSpec, reference: Path, strict_float: bool) -> tuple[Path, list]:
@@ -248,7 +53,7 @@ def compile_reference(spec: EnvSpec, reference: Path, strict_float: bool) -> tup
     if compiler is None:
         raise BadInput("no C compiler found (set CC)")
     flags = [*(STRICT_CFLAGS if strict_float else FAST_CFLAGS), *spec.c.cflags]
-    shim = _shim(spec, reference.resolve(), members)
+    shim = shim_source(spec, reference.resolve(), members)
     extra = [(spec.root / src) for src in spec.c.sources]
     digest = hashlib.sha256()
     for part in (source, shim, " ".join(flags), compiler, *(p.read_text() for p in extra)):
@@ -302,7 +107,7 @@ class CDriver(Driver):
         self._members = members
         self.strict_float = strict_float
         self._gcov: GcovBuild | None = None
-        # absent when a field is not stored as its spec dtype (see _digest_shim)
+        # absent when a field is not stored as its spec dtype (see c_shim.digest_shim)
         self._native_digest = getattr(self.lib, "envforge_reset_digest", None)
         if self._native_digest is not None:
             vp, i64 = ctypes.c_void_p, ctypes.c_int64
@@ -322,7 +127,7 @@ class CDriver(Driver):
         if self._gcov is None:
             assert self.spec.c is not None
             flags = [*(STRICT_CFLAGS if self.strict_float else FAST_CFLAGS), *self.spec.c.cflags]
-            shim = _shim(self.spec, self.reference.resolve(), self._members)
+            shim = shim_source(self.spec, self.reference.resolve(), self._members)
             self._gcov = GcovBuild(shim, flags, self.source_files())
             self.lib = self._gcov.lib
             self._bind(self.lib)
@@ -336,7 +141,7 @@ class CDriver(Driver):
         if self._gcov is not None:
             self._gcov.close()
 
-    def _checked_dtype(self, members: list[tuple[str, str, tuple[int, ...]]]) -> np.dtype:
+    def _checked_dtype(self, members: list[StructMember]) -> np.dtype:
         dtype = np.dtype([(m, t, shape) for m, t, shape in members], align=True)
         sizeof = self.lib.envforge_sizeof
         sizeof.restype = ctypes.c_size_t

@@ -21,7 +21,7 @@ from pathlib import Path
 from envforge.backends.cc import c_compiler
 from envforge.backends.coverage import LineCoverage
 from envforge.errors import ContractViolation
-from envforge.sandbox.leftovers import owned_prefix
+from envforge.owned_names import owned_prefix
 
 HOOKS = """
 /* envforge: write out / zero the coverage counters from ctypes (libgcov's own are hidden) */

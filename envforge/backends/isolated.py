@@ -31,9 +31,9 @@ from envforge.errors import (
     DriverRaised,
     DriverTimeout,
 )
+from envforge.owned_names import owned_prefix
 from envforge.rng.draws import DrawLog
-from envforge.sandbox.leftovers import owned_prefix
-from envforge.sandbox.outputs import read_tail
+from envforge.untrusted_files import read_tail
 
 _FAILURES = {
     "ContractViolation": ContractViolation,

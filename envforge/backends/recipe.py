@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from envforge.backends.base import Driver
 from envforge.backends.reference_check import check_reference
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
-
-if TYPE_CHECKING:
-    from envforge.sandbox.base import Sandbox
 
 STRICT_XLA_FLAGS = "--xla_cpu_max_isa=SSE4_2"
 
@@ -101,17 +97,9 @@ def build_driver(recipe: Recipe) -> Driver:
     return driver
 
 
-def open_driver(
-    recipe: Recipe,
-    isolate: bool = True,
-    timeout_s: float | None = None,
-    sandbox: Sandbox | None = None,
-) -> Driver:
-    """Build a driver, by default in its own process (see backends/isolated.py), or in a sandbox."""
-    if sandbox is not None:
-        from envforge.sandbox.driver import SandboxedDriver
-
-        return SandboxedDriver(recipe, sandbox, timeout_s=timeout_s or recipe.spec.verify.timeout_s)
+def open_driver(recipe: Recipe, isolate: bool = True, timeout_s: float | None = None) -> Driver:
+    """Build a driver, by default in its own process (see backends/isolated.py); in a sandbox,
+    ``sandbox.driver.open_sandboxed`` opens it."""
     if not isolate:
         return build_driver(recipe)
     from envforge.backends.isolated import IsolatedDriver

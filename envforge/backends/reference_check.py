@@ -63,7 +63,7 @@ def read_source(path: Path) -> str:
 
 
 def _check_c(spec: EnvSpec, source: str) -> None:
-    from envforge.backends.c import parse_struct
+    from envforge.backends.c_struct import parse_struct
     from envforge.backends.cc import c_compiler
 
     assert spec.c is not None  # the spec loader requires a [c] table for a C reference

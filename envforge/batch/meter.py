@@ -11,24 +11,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import replace
-from decimal import Decimal
 
-from envforge.agents.messages import (
+from envforge.batch.gate import CallRecord, Channel, ProgressUpdate, Refusal, budget_error
+from envforge.batch.manifest_model import skip_calls
+from envforge.cost.meter import BaseMeter
+from envforge.cost.prices import Price
+from envforge.errors import EnvforgeError
+from envforge.messages import (
+    Model,
     ModelRequest,
     ModelResponse,
-    Usage,
     request_to_dict,
     response_from_dict,
     response_to_dict,
 )
-from envforge.agents.model import Model
-from envforge.batch.gate import CallRecord, Channel, ProgressUpdate, Refusal, budget_error
-from envforge.batch.models import skip_calls
-from envforge.cost.estimate import InputTokenEstimate
-from envforge.cost.ledger import LedgerEntry
-from envforge.cost.prices import Price
-from envforge.errors import EnvforgeError
 
 
 class ResumeDiverged(EnvforgeError):
@@ -40,26 +36,16 @@ def request_digest(request: ModelRequest) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-class BatchMeter:
+class BatchMeter(BaseMeter):
     """Satisfies ``envforge.cost.meter.Meter``; totals include replayed calls (the job's total)."""
 
     def __init__(self, model: Model, price: Price, channel: Channel, job: str, run: str) -> None:
-        self.inner = model
-        self.name = model.name
-        self.price = price
+        super().__init__(model, price, job, run, "translate")
         self.channel = channel
-        self.job = job
-        self.run = run
-        self.purpose = "translate"
-        self.calls = 0
-        self.usage = Usage()
-        self.cost_usd = Decimal(0)
         self.replayed = 0
         self._skipped = False
         self.iteration = 0
         """The episode the last call belonged to (0 before the first call)."""
-        self.estimate = InputTokenEstimate()
-        """Input tokens of the next call, from the last call's billed usage."""
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         seq = self.calls + 1
@@ -76,12 +62,11 @@ class BatchMeter:
             self.replayed += 1
             response = response_from_dict(json.loads(logged.response))
             self.estimate.observe(request, response.usage)
-            return self._count(response, logged.cost_usd)
+            return self.count(response, logged.cost_usd)
         if not self._skipped:
             skip_calls(self.inner, self.replayed)
             self._skipped = True
-        worst = self.price.worst_case(self.estimate(request), request.max_tokens)
-        grant = self.channel.reserve(self.job, worst)
+        grant = self.channel.reserve(self.job, self.worst_case(request))
         if isinstance(grant, Refusal):
             raise budget_error(grant)
         try:
@@ -91,24 +76,10 @@ class BatchMeter:
             raise
         cost = self.price.cost(response.usage)
         self.estimate.observe(request, response.usage)
-        entry = LedgerEntry(
-            job=self.job,
-            run=self.run,
-            purpose=self.purpose,
-            model=self.name,
-            usage=response.usage,
-            cost_usd=cost,
-            price_version=self.price.version,
-        )
+        entry = self.ledger_entry(response.usage, cost)
         record = CallRecord(seq, digest, json.dumps(response_to_dict(response)), entry)
         self.channel.settle(grant.reservation, record)
-        return self._count(response, cost)
-
-    def _count(self, response: ModelResponse, cost: Decimal) -> ModelResponse:
-        self.calls += 1
-        self.usage = self.usage + response.usage
-        self.cost_usd += cost
-        return replace(response, cost_usd=cost)
+        return self.count(response, cost)
 
     def _report_iteration(self) -> None:
         """The loop names each episode ``translate 1``, ``repair 2``, ``optimize 3``."""

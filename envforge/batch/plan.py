@@ -15,14 +15,14 @@ from pathlib import Path
 from envforge.agents.loop import AgentLimits
 from envforge.backends.reference_check import check_reference
 from envforge.batch.manifest import JobEntry, Manifest
-from envforge.batch.models import open_batch_model
+from envforge.batch.manifest_model import open_batch_model
 from envforge.cost.prices import Price, load_price_table, price_from_options
 from envforge.errors import BadInput
-from envforge.locate import reference_file, references_dirs, spec_for_name, spec_for_reference
 from envforge.prompts.render import target
 from envforge.repair.orchestrate import RepairConfig
 from envforge.repair.workspace import check_out_dir
 from envforge.spec import EnvSpec
+from envforge.spec_lookup import reference_file, references_dirs, spec_for_name, spec_for_reference
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_levels
 

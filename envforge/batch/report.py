@@ -10,9 +10,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from envforge.agents.messages import Usage
 from envforge.batch.manifest import Manifest
 from envforge.batch.store import STATES, BatchStore, Spending
+from envforge.messages import Usage
 
 STATE_COLORS = {
     "passed": "green",

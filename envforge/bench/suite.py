@@ -20,8 +20,8 @@ from envforge.backends.recipe import STRICT_XLA_FLAGS, port_kind
 from envforge.bench.measure import BenchSettings, Measurement
 from envforge.bench.report import BenchReport
 from envforge.errors import BadInput, EnvforgeError
-from envforge.locate import project_roots
 from envforge.spec import EnvSpec
+from envforge.spec_lookup import project_roots
 
 Progress = Callable[[str], None]
 

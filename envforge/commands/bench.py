@@ -12,7 +12,7 @@ from envforge import bounds
 from envforge.bench.measure import BATCH_SIZES, BenchSettings
 from envforge.bench.suite import find_ports, run_bench
 from envforge.errors import BadInput
-from envforge.locate import spec_for_name
+from envforge.spec_lookup import spec_for_name
 
 
 def _ints(text: str, flag: str) -> tuple[int, ...]:

@@ -91,7 +91,7 @@ def run_init(
     from envforge.draft.draft import draft_spec
     from envforge.draft.render import render_readme, render_toml
     from envforge.draft.selfcheck import SelfCheckConfig, self_check
-    from envforge.verify.selfcheck_cache import remember
+    from envforge.draft.selfcheck_cache import remember
 
     env = name or env_name(ref)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", env):
@@ -157,8 +157,8 @@ def run_init(
 def spec_or_init(ref: str, spec_path: str | None, init: bool) -> EnvSpec:
     """The spec for ``--ref``; with ``init``, one drafted by ``envforge init`` when none exists
     (it must pass the self-check: exit 1 otherwise)."""
-    from envforge.locate import spec_for_reference
     from envforge.spec import load_spec
+    from envforge.spec_lookup import spec_for_reference
 
     try:
         return spec_for_reference(ref, spec_path)

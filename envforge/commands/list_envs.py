@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from envforge.locate import all_specs, project_roots
+from envforge.spec_lookup import all_specs, project_roots
 
 
 def list_envs(

@@ -8,8 +8,8 @@ import typer
 
 from envforge.errors import BadInput
 from envforge.external.workspace import CONFIG_FILE, WorkspaceConfig, load_config
-from envforge.locate import default_port, spec_for_name, spec_for_reference
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
+from envforge.spec_lookup import default_port, spec_for_name, spec_for_reference
 
 
 def mcp_command(

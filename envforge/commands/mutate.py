@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from envforge import bounds
-from envforge.locate import spec_for_name
+from envforge.spec_lookup import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_levels, parse_seed_sweep
 

@@ -12,8 +12,8 @@ from rich.console import Console
 
 from envforge.errors import BadInput
 from envforge.external.workspace import TASK_FILES, VERIFY_SCRIPT, write_workspace
-from envforge.locate import spec_for_name, spec_for_reference
 from envforge.preflight import check_translate
+from envforge.spec_lookup import spec_for_name, spec_for_reference
 from envforge.verify.runner import parse_levels
 
 

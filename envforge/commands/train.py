@@ -15,8 +15,8 @@ from rich.table import Table
 from envforge import bounds
 from envforge.backends.recipe import open_driver, port_kind, port_recipe
 from envforge.errors import BadInput
-from envforge.locate import spec_for_name
 from envforge.spec import EnvSpec, load_spec
+from envforge.spec_lookup import spec_for_name
 from envforge.train.config import l4_config
 
 

@@ -6,9 +6,9 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 
-from envforge.agents.messages import ModelRequest
 from envforge.cost.prices import Price
 from envforge.errors import EnvforgeError
+from envforge.messages import ModelRequest
 
 CHARS_PER_TOKEN_LOW = 3
 """Deliberately low (English and code average about 4): the input estimate should not undershoot."""

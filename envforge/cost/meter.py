@@ -13,12 +13,11 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Protocol
 
-from envforge.agents.messages import ModelRequest, ModelResponse, Usage
-from envforge.agents.model import Model
 from envforge.cost.budget import Budget
 from envforge.cost.estimate import InputTokenEstimate
 from envforge.cost.ledger import Ledger, LedgerEntry
 from envforge.cost.prices import Price
+from envforge.messages import Model, ModelRequest, ModelResponse, Usage
 
 
 class Meter(Protocol):
@@ -34,7 +33,50 @@ class Meter(Protocol):
     def complete(self, request: ModelRequest) -> ModelResponse: ...
 
 
-class MeteredModel:
+class BaseMeter:
+    """What every meter shares: the wrapped model, running totals of this run, the worst case
+    of the next call and the ledger row of one call (``MeteredModel`` here, ``BatchMeter`` in
+    a batch)."""
+
+    def __init__(self, model: Model, price: Price, job: str, run: str, purpose: str) -> None:
+        self.inner = model
+        self.name = model.name
+        self.price = price
+        self.job = job
+        self.run = run
+        self.purpose = purpose
+        self.calls = 0
+        self.usage = Usage()
+        self.cost_usd = Decimal(0)
+        """Spent by this run (the job may have spent more in earlier runs)."""
+        self.estimate = InputTokenEstimate()
+        """Input tokens of the next call, from the last call's billed usage."""
+
+    def worst_case(self, request: ModelRequest) -> Decimal:
+        return self.price.worst_case(self.estimate(request), request.max_tokens)
+
+    def ledger_entry(
+        self, usage: Usage, cost: Decimal, model: str | None = None, price_version: str = ""
+    ) -> LedgerEntry:
+        return LedgerEntry(
+            job=self.job,
+            run=self.run,
+            purpose=self.purpose,
+            model=model or self.name,
+            usage=usage,
+            cost_usd=cost,
+            price_version=price_version or self.price.version,
+        )
+
+    def count(self, response: ModelResponse, cost: Decimal) -> ModelResponse:
+        """Add a finished call to the totals; the response carries its cost."""
+        self.calls += 1
+        self.usage = self.usage + response.usage
+        self.cost_usd += cost
+        return replace(response, cost_usd=cost)
+
+
+class MeteredModel(BaseMeter):
     """A Model that refuses calls the budget cannot cover and records each call it makes.
 
     The budget covers everything the job has spent in the ledger, so a resumed job cannot
@@ -51,25 +93,12 @@ class MeteredModel:
         run: str,
         purpose: str = "translate",
     ) -> None:
-        self.inner = model
-        self.name = model.name
-        self.price = price
+        super().__init__(model, price, job, run, purpose)
         self.ledger = ledger
         self.budget = budget
-        self.job = job
-        self.run = run
-        self.purpose = purpose
-        self.calls = 0
-        self.usage = Usage()
-        self.cost_usd = Decimal(0)
-        """Spent by this run (the job may have spent more in earlier runs)."""
-        self.estimate = InputTokenEstimate()
         self.replay = bool(getattr(model, "replay", False))
         self.recorded_usd = Decimal(0)
         """What the replayed calls cost when they were recorded (replays only)."""
-
-    def worst_case(self, request: ModelRequest) -> Decimal:
-        return self.price.worst_case(self.estimate(request), request.max_tokens)
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         spent = self.ledger.spent(job=self.job) + self.recorded_usd
@@ -80,18 +109,8 @@ class MeteredModel:
         if self.replay:
             self.recorded_usd += cost
             cost = Decimal(0)
-        self.ledger.record(
-            LedgerEntry(
-                job=self.job,
-                run=self.run,
-                purpose=self.purpose,
-                model=f"replay:{self.name}" if self.replay else self.name,
-                usage=response.usage,
-                cost_usd=cost,
-                price_version="replay" if self.replay else self.price.version,
-            )
-        )
-        self.calls += 1
-        self.usage = self.usage + response.usage
-        self.cost_usd += cost
-        return replace(response, cost_usd=cost)
+            entry = self.ledger_entry(response.usage, cost, f"replay:{self.name}", "replay")
+        else:
+            entry = self.ledger_entry(response.usage, cost)
+        self.ledger.record(entry)
+        return self.count(response, cost)

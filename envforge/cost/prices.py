@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from envforge import bounds
-from envforge.agents.messages import Usage
 from envforge.errors import BadInput
+from envforge.messages import Usage
 
 DEFAULT_TABLE = Path(__file__).with_name("prices.toml")
 PER_MILLION = Decimal(1_000_000)

@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from envforge.agents.messages import ModelRequest, user
-from envforge.agents.model import Model
 from envforge.cost.meter import Meter
+from envforge.messages import Model, ModelRequest, user
 from envforge.verify.policies import ScriptedPolicy, UniformPolicy
 
 if TYPE_CHECKING:

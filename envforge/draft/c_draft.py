@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from envforge.backends.c import CDriver, parse_struct
+from envforge.backends.c import CDriver
+from envforge.backends.c_struct import parse_struct
 from envforge.draft.draft import Draft
 from envforge.draft.fields import FieldDraft, range_note
 from envforge.draft.render import events_seen

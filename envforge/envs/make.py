@@ -7,8 +7,8 @@ from typing import Any
 
 from envforge.backends.recipe import port_kind
 from envforge.errors import BadInput
-from envforge.locate import default_port, spec_for_name
 from envforge.spec import EnvSpec, load_spec
+from envforge.spec_lookup import default_port, spec_for_name
 
 TARGETS = ("jax", "rust")
 APIS = ("gymnax", "vector", "gymnasium")

@@ -28,12 +28,12 @@ from scipy import stats
 
 from envforge.backends.base import Driver, State, Transition, take_state
 from envforge.rng.draws import row_seeds
+from envforge.stats import support_pvalue
 from envforge.verify.boundaries import boundary_states
 from envforge.verify.compare import compare_states, compare_transitions, follows_termination
 from envforge.verify.findings import to_jsonable
 from envforge.verify.policies import random_actions
 from envforge.verify.strategies import sample_states
-from envforge.verify.support import support_pvalue
 from envforge.verify.tape import account
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from envforge.backends.jax import find_port_module
 from envforge.backends.recipe import Recipe, port_kind, port_recipe, reference_recipe
 from envforge.errors import BadInput
-from envforge.locate import default_port
 from envforge.mutate.mutant import Mutant
 from envforge.spec import EnvSpec, load_spec
+from envforge.spec_lookup import default_port
 
 IGNORED = shutil.ignore_patterns("__pycache__", "target", "*.so", ".pytest_cache", "*.pyc")
 

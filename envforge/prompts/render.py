@@ -16,10 +16,10 @@ from typing import Any
 import jinja2
 import numpy as np
 
-from envforge.agents.messages import ToolSpec
 from envforge.errors import BadInput
-from envforge.preflight import RUST_CRATES
+from envforge.messages import ToolSpec
 from envforge.prompts.sources import SourceFile, reference_sources
+from envforge.rust_crates import RUST_CRATES
 from envforge.spec import EnvSpec
 from envforge.verify.findings import LEVEL_NAMES, Finding
 from envforge.verify.report import Report

@@ -18,11 +18,11 @@ from typing import Any
 
 from envforge.agents.host_paths import hide_host_paths
 from envforge.agents.loop import Agent, AgentLimits, AgentResult
-from envforge.agents.messages import Usage, user
 from envforge.agents.model import ModelError
 from envforge.agents.tools import WorkspaceTools
 from envforge.cost.meter import Meter
 from envforge.errors import BadInput, BrokenReference
+from envforge.messages import Usage, user
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import reference_sources
 from envforge.repair.throughput import Throughput, measure_isolated

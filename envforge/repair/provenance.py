@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from envforge import __version__
-from envforge.agents.messages import Usage
+from envforge.messages import Usage
 from envforge.repair.orchestrate import RepairConfig, RepairResult
 from envforge.spec import EnvSpec
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envforge.agents.messages import Message, part_to_dict
 from envforge.errors import BadInput
+from envforge.messages import Message, part_to_dict
 from envforge.prompts.sources import SourceFile
 from envforge.spec import EnvSpec
 from envforge.verify.report import Report

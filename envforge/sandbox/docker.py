@@ -27,6 +27,7 @@ from envforge.backends.rust_build import (
     rust_cache,
 )
 from envforge.errors import BadInput
+from envforge.owned_names import owned_prefix, owner_gone, owner_tag
 from envforge.sandbox.base import (
     CommandResult,
     Sandbox,
@@ -36,16 +37,15 @@ from envforge.sandbox.base import (
     read_clipped,
 )
 from envforge.sandbox.image import ensure_image, sandbox_user, system_mounts
-from envforge.sandbox.leftovers import owned_prefix, owner_gone, owner_tag
-from envforge.sandbox.outputs import append_note
 from envforge.sandbox.paths import container_environment, host_rust_cache, python_roots, rust_roots
+from envforge.untrusted_files import append_note
 
 MB = 1024 * 1024
 LABEL = "envforge.sandbox"
 OWNER_LABEL = "envforge.sandbox.owner"
 """The pid of the host process that started the container."""
 OWNER_TAG_LABEL = "envforge.sandbox.owner-tag"
-"""Its owner tag (envforge/sandbox/leftovers.py): who may remove the container when it died."""
+"""Its owner tag (envforge/owned_names.py): who may remove the container when it died."""
 BOOT_LABEL = "envforge.sandbox.boot"
 """The host's boot id: an engine may serve several machines, whose pids mean nothing here."""
 CLIENT_TIMEOUT_S = 60

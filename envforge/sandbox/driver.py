@@ -22,13 +22,14 @@ from typing import Any
 
 from envforge.backends.base import Driver
 from envforge.backends.isolated import IsolatedDriver
-from envforge.backends.recipe import Recipe
+from envforge.backends.recipe import Recipe, open_driver
 from envforge.backends.rust_build import fetch_dependencies
 from envforge.errors import DriverCrashed, DriverTimeout
+from envforge.owned_names import owned_prefix
 from envforge.sandbox.base import Sandbox, SandboxError
-from envforge.sandbox.leftovers import owned_prefix, remove_tree
-from envforge.sandbox.outputs import read_tail
+from envforge.sandbox.leftovers import remove_tree
 from envforge.sandbox.serve import AUTHKEY, LOG, RECIPE, SOCKET
+from envforge.untrusted_files import read_tail
 
 CONNECT_TIMEOUT_S = 120.0
 ALLOWED_GLOBALS = {
@@ -160,3 +161,12 @@ class SandboxedDriver(IsolatedDriver):
             super().close()
         finally:
             self._release()
+
+
+def open_sandboxed(
+    recipe: Recipe, sandbox: Sandbox | None, isolate: bool = True, timeout_s: float | None = None
+) -> Driver:
+    """A driver in ``sandbox``; without one (``--sandbox none``), as ``open_driver`` opens it."""
+    if sandbox is None:
+        return open_driver(recipe, isolate, timeout_s)
+    return SandboxedDriver(recipe, sandbox, timeout_s=timeout_s or recipe.spec.verify.timeout_s)

@@ -2,9 +2,10 @@
 
 A verifier normally removes its own scratch folders, driver logs, pids cgroups and containers
 when a driver closes. One killed with ``kill -9`` (or by the OOM killer) cannot, so each of these
-carries an owner tag: ``<pid namespace>.<pid>.<start time>`` of the process that made it (the
-start time tells a dead owner from a new process that got the same pid). The next envforge run
-that opens a sandbox sweeps what belongs to owners that are gone (:func:`sweep_once`):
+carries an owner tag (``envforge/owned_names.py``): ``<pid namespace>.<pid>.<start time>`` of
+the process that made it (the start time tells a dead owner from a new process that got the
+same pid). The next envforge run that opens a sandbox sweeps what belongs to owners that are
+gone (:func:`sweep_once`):
 
 * ``$TMPDIR/envforge-<tag>-*`` scratch folders and ``.log`` files;
 * ``envforge-<tag>-<n>`` pids cgroups (their tasks killed first);
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import signal
 import stat
@@ -28,50 +28,8 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
+from envforge.owned_names import owner_gone
 from envforge.sandbox.confine import PIDS_CGROUP_ROOTS, remove_cgroup
-
-OWNED = re.compile(r"^envforge-(\d+)\.(\d+)\.(\d+)-")
-"""A leftover's name: ``envforge-<pid namespace>.<pid>.<start time>-...``."""
-
-
-def _pid_namespace() -> str:
-    return str(os.stat("/proc/self/ns/pid").st_ino)
-
-
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (field 22 of its stat), or None."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text.rsplit(")", 1)[1].split()
-    return fields[19] if len(fields) > 19 else None
-
-
-@lru_cache(maxsize=8)
-def _tag_of(pid: int) -> str:
-    return f"{_pid_namespace()}.{pid}.{_start_time(pid) or 0}"
-
-
-def owner_tag() -> str:
-    """This process's tag (a forked child computes its own)."""
-    return _tag_of(os.getpid())
-
-
-def owned_prefix(what: str) -> str:
-    """A temporary name's prefix that says who owns it: ``envforge-<tag>-<what>-``."""
-    return f"envforge-{owner_tag()}-{what}-"
-
-
-def owner_gone(name: str) -> bool:
-    """True when ``name`` is a leftover of a process of this pid namespace that has ended."""
-    match = OWNED.match(name)
-    if match is None:
-        return False
-    namespace, pid, start = match.groups()
-    if namespace != _pid_namespace():
-        return False
-    return _start_time(int(pid)) != start
 
 
 def remove_tree(path: Path) -> None:

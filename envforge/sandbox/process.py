@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from envforge.backends.rust_build import RustCache, fetch_workspace_dependencies, offline_cargo
+from envforge.owned_names import owned_prefix
 from envforge.sandbox.base import (
     CommandResult,
     Sandbox,
@@ -41,7 +42,6 @@ from envforge.sandbox.confine import (
     probe,
     remove_cgroup,
 )
-from envforge.sandbox.leftovers import owned_prefix
 from envforge.sandbox.paths import child_environment, host_rust_cache, sandbox_realm
 
 MB = 1024 * 1024

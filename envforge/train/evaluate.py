@@ -19,7 +19,6 @@ import numpy as np
 from envforge.backends.base import Driver, State, take_state
 from envforge.spec import EnvSpec
 from envforge.train.policy import Policy
-from envforge.verify.policies import random_actions
 
 ActionFn = Callable[[np.ndarray], np.ndarray]
 """Observations ``[B, *obs_shape]`` -> actions ``[B, ...]``."""
@@ -173,7 +172,7 @@ def policy_action_fn(policy: Policy, per_seed: int, deterministic: bool, seed: i
 def random_action_fn(spec: EnvSpec, seed: int = 0) -> ActionFn:
     """Uniform random actions of the spec's action space."""
     rng = np.random.default_rng(seed)
-    return lambda obs: random_actions(spec, rng, len(obs))
+    return lambda obs: spec.action.sample(rng, len(obs))
 
 
 def evaluate_policy(

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import State, Transition
-from envforge.spec import EnvSpec, StateField
+from envforge.spec import EnvSpec
+from envforge.spec_sections import StateField
 
 FLAGS = ("terminated", "truncated")
 

@@ -11,11 +11,8 @@ from envforge.spec import EnvSpec
 
 
 def random_actions(spec: EnvSpec, rng: np.random.Generator, n: int) -> np.ndarray:
-    if spec.action.type == "discrete":
-        assert spec.action.n is not None
-        return rng.integers(0, spec.action.n, size=n).astype(np.int32)
-    low, high = spec.action.bounds()
-    return rng.uniform(low, high, size=(n, *spec.action.shape)).astype(np.float32)
+    """``spec.action.sample(rng, n)``: the same draws, under the name the levels use."""
+    return spec.action.sample(rng, n)
 
 
 class Policy(Protocol):

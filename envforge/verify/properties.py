@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
-from scipy import stats
 
 from envforge.backends.base import State, batch_size, concat_states, take_state
 from envforge.errors import DriverFailure
+from envforge.stats import ks_test, support_pvalue
 from envforge.verify.context import VerifyContext, reset_mismatch
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.report import LevelResult
@@ -36,7 +36,6 @@ from envforge.verify.strategies import (
     stack_states,
     state_strategy,
 )
-from envforge.verify.support import support_pvalue
 from envforge.verify.tape import PairStep, pair_finding, step_pair
 
 
@@ -263,13 +262,13 @@ def _distribution_finding(
                 scale = max(np.ptp(a[:, j]), np.ptp(b[:, j]))
                 if scale <= atol_f[j]:  # both are a constant within tolerance
                     continue
-            res = stats.ks_2samp(a[:, j], b[:, j])
+            p_ks, d = ks_test(a[:, j], b[:, j])
             slack = float(atol_f[j]) if f.np_dtype.kind == "f" else 0.0
             p_support, seen = support_pvalue(a[:, j], b[:, j], slack)
             # two tests per component: each at half the level (Bonferroni)
-            p, test = min((2 * float(res.pvalue), "KS"), (2 * p_support, seen))
+            p, test = min((2 * p_ks, "KS"), (2 * p_support, seen))
             if p < alpha and (worst is None or p < worst[0]):
-                worst = (p, f.name, float(res.statistic), test, j)
+                worst = (p, f.name, d, test, j)
     if worst is None:
         return None
     p, name, d, test, j = worst

@@ -12,6 +12,7 @@ from envforge.backends.coverage import LineCoverage
 from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
 from envforge.backends.reference_check import first_line
 from envforge.errors import BadInput, BrokenReference, DriverFailure
+from envforge.sandbox.driver import open_sandboxed
 from envforge.sandbox.select import open_sandbox
 from envforge.spec import EnvSpec
 from envforge.verify.checked import CheckedDriver
@@ -141,8 +142,8 @@ class DriverPair:
         if self.ref is None:
             self.ref = open_driver(self.ref_recipe, self.options.isolate, self.options.timeout_s)
         if self.port is None:
-            self.port = open_driver(
-                self.port_recipe, self.options.isolate, self.options.timeout_s, self.sandbox
+            self.port = open_sandboxed(
+                self.port_recipe, self.sandbox, self.options.isolate, self.options.timeout_s
             )
         return self.ref, self.port
 

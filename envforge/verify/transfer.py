@@ -29,17 +29,17 @@ import numpy as np
 
 from envforge.backends.base import Driver
 from envforge.spec import EnvSpec
-from envforge.train.child import train_port_isolated
-from envforge.train.config import L4Config, PPOConfig, l4_config
-from envforge.train.evaluate import EpisodeStats, evaluate_policy, random_action_fn, run_episodes
-from envforge.train.host_ppo import train_host
-from envforge.train.ppo import TrainResult
-from envforge.train.stats import (
+from envforge.stats import (
     SampleComparison,
     better_than,
     compare_samples,
     tost,
 )
+from envforge.train.child import train_port_isolated
+from envforge.train.config import L4Config, PPOConfig, l4_config
+from envforge.train.evaluate import EpisodeStats, evaluate_policy, random_action_fn, run_episodes
+from envforge.train.host_ppo import train_host
+from envforge.train.ppo import TrainResult
 from envforge.train.vec_env import DriverVecEnv
 from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding, to_jsonable

@@ -13,11 +13,11 @@ import jax
 import numpy as np
 
 from envforge.spec import EnvSpec
+from envforge.stats import EquivalenceTest, SampleComparison
 from envforge.train.config import L4Config
 from envforge.train.evaluate import EpisodeStats
 from envforge.train.policy import Policy
 from envforge.train.ppo import TrainResult
-from envforge.train.stats import EquivalenceTest, SampleComparison
 from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding
 from envforge.verify.rollouts import Tally, compared_episodes

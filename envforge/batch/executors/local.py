@@ -18,7 +18,7 @@ from pathlib import Path
 
 from envforge.batch.gate import Gate
 from envforge.batch.plan import JobPlan
-from envforge.batch.runner import conclude, run_job
+from envforge.batch.run_job import conclude, run_job
 from envforge.errors import BadInput, EnvforgeError
 from envforge.spec import EnvSpec
 from envforge.verify.context import VerifyOptions

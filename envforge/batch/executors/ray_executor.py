@@ -17,7 +17,7 @@ from typing import Any
 from envforge.agents.model import one_line
 from envforge.batch.gate import CHANNEL_OPS, CallRecord, Gate, Grant, ProgressUpdate, Refusal
 from envforge.batch.plan import JobPlan
-from envforge.batch.runner import JobReturn, conclude, run_job
+from envforge.batch.run_job import JobReturn, conclude, run_job
 from envforge.batch.store import JobOutcome, LoggedCall
 from envforge.errors import BadInput, EnvforgeError
 

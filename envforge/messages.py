@@ -1,7 +1,10 @@
-"""Provider-neutral conversation types: one ModelRequest in, one ModelResponse out.
+"""Provider-neutral conversation types: one ModelRequest in, one ModelResponse out, and the
+``Model`` interface between them.
 
 Every provider adapter translates these to and from its wire format, and cassettes store them
-as JSON, so they hold plain data only (no SDK objects, no credentials).
+as JSON, so they hold plain data only (no SDK objects, no credentials). They live outside
+``agents/`` because the cost ledger prices the same requests and usages (``cost/`` imports
+this module, never ``agents/``).
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 INVALID_ARGUMENTS = "__invalid_json__"
 """Argument key carrying a tool call's raw arguments when the model sent malformed JSON."""
@@ -183,6 +186,13 @@ class ModelResponse:
         parts: list[Part] = [TextPart(self.text)] if self.text else []
         parts.extend(self.tool_calls)
         return Message("assistant", tuple(parts))
+
+
+class Model(Protocol):
+    name: str
+    """The model as the user named it; the price table is keyed by it."""
+
+    def complete(self, request: ModelRequest) -> ModelResponse: ...
 
 
 # ---- JSON form (cassettes) ----------------------------------------------------------------

@@ -1,4 +1,7 @@
-"""Find specs and ports from what the user typed: an env name, a reference path, or an id."""
+"""Find specs and ports from what the user typed: an env name, a reference path, or an id.
+
+(Not to be confused with ``verify/localize.py``, which finds the source lines behind a finding.)
+"""
 
 from __future__ import annotations
 

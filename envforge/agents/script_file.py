@@ -1,6 +1,5 @@
-"""Models a manifest can name: every provider ``envforge translate`` knows, plus scripts.
-
-``scripted:<file.json>`` answers from a JSON script, one entry per call, for tests and demos:
+"""A model that answers from a JSON script, one entry per call (``scripted:<file.json>`` in a
+batch manifest), for tests and demos:
 
     {"model": "claude-sonnet-4-6",          (optional: price it like this model)
      "responses": [
@@ -19,14 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envforge.agents.cassette import ReplayModel
-from envforge.agents.messages import ModelRequest, ModelResponse, Usage
-from envforge.agents.model import Model, ModelError
+from envforge.agents.model import ModelError
 from envforge.agents.scripted import reply
-from envforge.agents.select import ModelOptions, open_model
 from envforge.errors import BadInput
+from envforge.messages import ModelRequest, ModelResponse, Usage
 
-SCRIPTED = "scripted:"
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
@@ -84,25 +80,3 @@ def _entry(path: Path, index: int, raw: Any) -> ModelResponse | ScriptError:
     except (TypeError, ValueError):
         raise BadInput(f"{where}: calls are [name, {{arguments}}] pairs") from None
     return reply(str(raw.get("text", "")), pairs, Usage(**usage), turn=index)
-
-
-def open_batch_model(name: str, root: Path, options: ModelOptions | None = None) -> Model:
-    """The model for a manifest's ``model`` key; script and cassette paths are relative to
-    ``root`` (the manifest's folder)."""
-    if name.startswith(SCRIPTED):
-        return ScriptFileModel(_relative(name.removeprefix(SCRIPTED), root))
-    if name.startswith("replay:"):
-        return ReplayModel(_relative(name.removeprefix("replay:"), root))
-    return open_model(name, options)
-
-
-def skip_calls(model: Model, count: int) -> None:
-    """A resumed job's first ``count`` calls were answered from its call log: offline models
-    that answer by position move past them too (live providers need nothing)."""
-    if count and isinstance(model, ScriptFileModel | ReplayModel):
-        model.position += count
-
-
-def _relative(path: str, root: Path) -> Path:
-    candidate = Path(path).expanduser()
-    return candidate if candidate.is_absolute() else root / candidate

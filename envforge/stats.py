@@ -1,21 +1,92 @@
-"""Equivalence of mean episode return: two one-sided tests (TOST), stratified by training seed.
+"""The statistics behind envforge's verdicts on samples, in one place.
 
-Both sides are evaluated with the same K trained policies and N episodes per policy, so the
-policy-to-policy spread cancels in the difference. Each side's mean is the mean of its K
-per-policy means; the standard error of the difference uses only within-policy variances and
-Welch-Satterthwaite degrees of freedom over the 2K groups. Equivalence at level alpha holds
-when the (1 - 2 alpha) confidence interval of the difference lies inside (-margin, +margin),
-i.e. both one-sided p-values are below alpha.
+Two samples differ (reset states, free-running episodes, draws inside ``step``; L1-L3): the
+two-sample Kolmogorov-Smirnov test, chi-square on a contingency table of few distinct values
+and its power, and a support test for a range that is too wide or too narrow. Two means are the
+same within a margin (L4 returns): two one-sided tests (TOST), stratified by training seed.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from math import exp, lgamma
 from typing import Any
 
 import numpy as np
 from scipy import stats as sps
+
+# ---- two samples differ ----------------------------------------------------------------------
+
+
+def ks_test(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """Two-sample Kolmogorov-Smirnov: (p-value, D)."""
+    result = sps.ks_2samp(a, b)
+    return float(result.pvalue), float(result.statistic)
+
+
+def chi_square_test(table: np.ndarray) -> tuple[float, float]:
+    """Chi-square on a ``2 x k`` table of counts (a row a side), no continuity correction:
+    (p-value, statistic)."""
+    statistic, p, _, _ = sps.chi2_contingency(table, correction=False)
+    return float(p), float(statistic)
+
+
+def chi2_power(n: int, alpha: float, df: int, w: float) -> float:
+    """Power of the two-sample chi-square test with ``n`` samples a side to detect effect ``w``
+    (Cohen's w): the statistic is about noncentral with ``lambda = n / 2 * w**2``."""
+    df = max(1, df)
+    critical = sps.chi2.ppf(1.0 - alpha, df)
+    return float(sps.ncx2.sf(critical, df, n / 2.0 * w * w))
+
+
+# Support test: does one sample reach beyond the other's observed range more than chance allows?
+#
+# KS compares whole CDFs and barely notices a range that is 10% too wide (``uniform(-0.055,
+# 0.055)`` for ``uniform(-0.05, 0.05)``: D = 0.045 needs about 4000 samples a side). Extremes
+# notice at once: under the null hypothesis (same continuous distribution, so the ``n + m``
+# values are exchangeable) the chance that at least ``k`` of the ``m`` port values lie above every
+# one of the ``n`` reference values is exactly ``C(m, k) / C(n + m, k)``. Both sides are tested
+# in both directions (a port range too wide or too narrow); ``slack`` (the spec tolerance) keeps
+# float32 rounding of a float64 bound from counting.
+
+
+def _beyond_all(k: int, n: int, m: int) -> float:
+    """P(at least k of m exchangeable draws rank above all n others) = C(m,k) / C(n+m,k)."""
+    if k <= 0:
+        return 1.0
+    if k > m:
+        return 0.0
+    return exp(lgamma(m + 1) - lgamma(m - k + 1) - lgamma(n + m + 1) + lgamma(n + m - k + 1))
+
+
+def support_pvalue(ref: np.ndarray, port: np.ndarray, slack: float = 0.0) -> tuple[float, str]:
+    """(Bonferroni-corrected p-value over the four one-sided tests, what was seen)."""
+    ref = np.asarray(ref, np.float64)
+    port = np.asarray(port, np.float64)
+    n, m = len(ref), len(port)
+    if n == 0 or m == 0:
+        return 1.0, ""
+    counts = {
+        "port values above the reference's max": (int(np.sum(port > ref.max() + slack)), n, m),
+        "port values below the reference's min": (int(np.sum(port < ref.min() - slack)), n, m),
+        "reference values above the port's max": (int(np.sum(ref > port.max() + slack)), m, n),
+        "reference values below the port's min": (int(np.sum(ref < port.min() - slack)), m, n),
+    }
+    p, label = min((_beyond_all(k, a, b), f"{k} {what}") for what, (k, a, b) in counts.items())
+    return min(1.0, 4 * p), label
+
+
+# ---- two means are the same: TOST ------------------------------------------------------------
+#
+# Equivalence of mean episode return: two one-sided tests (TOST), stratified by training seed.
+#
+# Both sides are evaluated with the same K trained policies and N episodes per policy, so the
+# policy-to-policy spread cancels in the difference. Each side's mean is the mean of its K
+# per-policy means; the standard error of the difference uses only within-policy variances and
+# Welch-Satterthwaite degrees of freedom over the 2K groups. Equivalence at level alpha holds
+# when the (1 - 2 alpha) confidence interval of the difference lies inside (-margin, +margin),
+# i.e. both one-sided p-values are below alpha.
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""One batch job, where it runs (a thread of the driver, or a Ray worker), and its landing.
+"""One batch job, where it runs (a thread of the batch's main process, the Ray "driver", or a Ray
+worker), and its landing.
 
 The job starts from a clean workspace every time. On a restart its calls come back from the
 call log and its verifications from the store, so it replays to where it was killed in seconds
@@ -12,15 +13,16 @@ import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from envforge.agents.model import Model, one_line
+from envforge.agents.model import one_line
 from envforge.batch.gate import Channel, Gate, ProgressUpdate
+from envforge.batch.manifest_model import open_batch_model
 from envforge.batch.memo import CachedVerifier, cached_measurer
 from envforge.batch.meter import BatchMeter
-from envforge.batch.models import open_batch_model
 from envforge.batch.plan import JobPlan
 from envforge.batch.store import JobOutcome
 from envforge.cost.prices import Price
 from envforge.errors import EnvforgeError
+from envforge.messages import Model
 from envforge.repair.job import TranslateJob, TranslateOutcome, run_translate_job
 from envforge.repair.orchestrate import Iteration, Measurer, Verifier
 from envforge.repair.provenance import RunIdentity, provenance_markdown

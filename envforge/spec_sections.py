@@ -1,0 +1,205 @@
+"""The tables of ``env.toml`` as typed, frozen models: spaces, canonical state fields, RNG,
+comparison, events, policies, C build settings and per-level verify settings.
+
+``spec.py`` puts them together into an :class:`~envforge.spec.EnvSpec` and loads and checks
+files; this module is only their shape and the few helpers each table carries.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from envforge import bounds
+
+DTYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64", "uint8", "bool")
+
+
+class FrozenModel(BaseModel):
+    """Every table of env.toml: unknown keys are errors, a loaded spec never changes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BoxSpace(FrozenModel):
+    shape: tuple[int, ...]
+    dtype: Literal["float32", "float64"] = "float32"
+    low: float | list[float]
+    high: float | list[float]
+    attr: str | None = None
+    """Stateful references without an observation method: the attribute that is the
+    observation (FrozenLake's ``s``)."""
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        low = np.broadcast_to(np.asarray(self.low, dtype=np.float64), self.shape)
+        high = np.broadcast_to(np.asarray(self.high, dtype=np.float64), self.shape)
+        return low, high
+
+
+class ActionSpace(FrozenModel):
+    type: Literal["discrete", "continuous"]
+    n: int | None = None
+    shape: tuple[int, ...] = ()
+    low: float | list[float] | None = None
+    high: float | list[float] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ActionSpace:
+        if self.type == "discrete" and (self.n is None or self.n < 1):
+            raise ValueError("discrete actions need n >= 1")
+        if self.type == "continuous" and (self.low is None or self.high is None):
+            raise ValueError("continuous actions need low and high")
+        return self
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.int32) if self.type == "discrete" else np.dtype(np.float32)
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        low = np.broadcast_to(np.asarray(self.low, dtype=np.float32), self.shape)
+        high = np.broadcast_to(np.asarray(self.high, dtype=np.float32), self.shape)
+        return low, high
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` uniform random actions: int32 indices, or float32 vectors within the bounds."""
+        if self.type == "discrete":
+            assert self.n is not None
+            return rng.integers(0, self.n, size=n).astype(np.int32)
+        low, high = self.bounds()
+        return rng.uniform(low, high, size=(n, *self.shape)).astype(np.float32)
+
+
+PerElement = float | tuple[float, ...]
+"""A scalar for the whole field, or one value per element of an array field (flattened order)."""
+
+
+class StateField(FrozenModel):
+    name: str
+    dtype: Literal["float32", "float64", "int32", "int64", "uint32", "uint64", "uint8", "bool"]
+    shape: tuple[int, ...] = ()
+    low: PerElement | None = None
+    high: PerElement | None = None
+    """Valid range; for an array field a list gives each element its own (joint limits)."""
+    attr: str | None = None
+    """Where the field lives on a stateful reference (gymnasium/Python), e.g. ``state[0]``;
+    for a JavaScript reference a path with one ``[*]`` per dimension (``sides[*].hp``)."""
+    c_field: str | None = None
+    """Struct member in a C reference, when its name differs."""
+    aliases: tuple[str, ...] = ()
+    """Other names the sources use for this field (used by localization)."""
+    atol: PerElement | None = None
+    rtol: PerElement | None = None
+    period: float | None = None
+    """Angles: values that differ by whole periods are the same (tolerance mode only)."""
+    pad: float | None = None
+    """A variable-length list on the reference (a hand of cards) as a fixed array: its elements
+    first, then this sentinel up to the field's shape (the list's length is where it starts)."""
+
+    labels: tuple[str, ...] = ()
+    """Array fields: a name per element (flattened order), e.g. the joint each ``qvel[i]``
+    belongs to; findings and error tables then say ``qvel[3] (bthigh)``."""
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return np.dtype(self.dtype)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    def per_element(self, value: PerElement | None, default: float) -> float | np.ndarray:
+        """``value`` as a scalar, or as an array of the field's shape when given per element."""
+        if value is None:
+            return default
+        if isinstance(value, tuple):
+            return np.asarray(value, dtype=np.float64).reshape(self.shape)
+        return float(value)
+
+    def limits(self, default_low: float, default_high: float) -> tuple[Any, Any]:
+        """(low, high): scalars, or arrays of the field's shape for per-element ranges."""
+        return self.per_element(self.low, default_low), self.per_element(self.high, default_high)
+
+    def element_name(self, flat_index: int) -> str:
+        """``qvel[3] (bthigh)``: an element by its index in the field's shape, and its label."""
+        index = np.unravel_index(flat_index, self.shape) if self.shape else ()
+        name = self.name + "".join(f"[{int(j)}]" for j in index)
+        return f"{name} ({self.labels[flat_index]})" if self.labels else name
+
+
+class Rng(FrozenModel):
+    mode: Literal["replicate", "sync"]
+    step: Literal["none", "tape", "distribution"] = "none"
+    """Randomness inside ``step``: none; ``tape`` (the reference's draws are recorded and
+    replayed to the port, compared exactly); ``distribution`` (two-sample tests from fixed
+    states). See docs/SPEC.md."""
+    tape_size: int = Field(default=16, ge=1, le=4096)
+    """Most draws one step may make (the length of the tape handed to a port)."""
+    samples: int = Field(default=2000, ge=50)
+    """Distribution checks: samples per side from each tested state and action."""
+    states: int = Field(default=12, ge=1)
+    """Distribution checks: how many (state, action) pairs are tested."""
+
+
+class Compare(FrozenModel):
+    mode: Literal["exact", "tolerance"] = "exact"
+    atol: float = 0.0
+    rtol: float = 0.0
+    strict_float: bool = False
+    """Build/run both sides without FMA so float32 arithmetic agrees bit for bit."""
+
+
+class Event(FrozenModel):
+    name: str
+    expr: str
+
+
+class Policy(FrozenModel):
+    name: str
+    expr: str
+
+
+class CoverageExclude(FrozenModel):
+    """Reference lines that no verification of this configuration can run (another
+    constructor option's branch, rendering, stepping after termination): left out of the
+    coverage percentage and listed in the report with the reason."""
+
+    match: str
+    """A regular expression searched in the reference source (``^``/``$`` per line, may span
+    lines): the line where each match starts is excluded, and the block it opens if it ends
+    with ``:``."""
+    why: str
+
+
+class CSettings(FrozenModel):
+    struct: str
+    prefix: str
+    sources: tuple[str, ...] = ()
+    cflags: tuple[str, ...] = ()
+
+
+Count = Annotated[int, bounds.field(bounds.AT_LEAST_ONE)]
+Seconds = Annotated[float, bounds.field(bounds.SECONDS)]
+
+
+class VerifySettings(FrozenModel):
+    l1_examples: Count = 150
+    l1_batch: Count = 64
+    l1_sweep: Count = 4096
+    reset_samples: Count = 2000
+    seed_sweep: Annotated[int, bounds.field(bounds.SEED_SWEEP)] = 1 << 32
+    seed_sweep_seconds: Seconds = 15.0
+    alpha: Annotated[float, bounds.field(bounds.PROBABILITY)] = 0.001
+    l2_examples: Count = 40
+    l2_steps: Count = 30
+    l3_episodes: Count = 100
+    l3_max_steps: Annotated[int | None, bounds.field(bounds.AT_LEAST_ONE)] = None
+    timeout_s: Seconds = 120.0
+    constrain: str | None = None
+    """``file.py:function`` (relative to the spec): maps every batch of drawn states (a dict of
+    ``[B, ...]`` arrays) to valid ones, e.g. a program counter snapped onto an instruction."""
+    explain: str | None = None
+    """``file.py:function`` (relative to the spec): ``f(state_before, action, keys) -> str``,
+    text added to a step finding (e.g. which opcode handler wrote the diverging field)."""
+    coverage_exclude: tuple[CoverageExclude, ...] = ()
