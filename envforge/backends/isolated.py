@@ -121,6 +121,8 @@ class IsolatedDriver(Driver):
         # named after its owner: a verifier killed before close() leaves it to the next sweep
         fd, self._log_path = tempfile.mkstemp(prefix=owned_prefix(recipe.side), suffix=".log")
         os.close(fd)
+        self._log_seen = 0
+        """Bytes of the log already handed out with a failure (see ``_stderr_new``)."""
         self._proc = ctx.Process(
             target=serve_recipe, args=(recipe, child_conn, self._log_path), daemon=True
         )
@@ -135,6 +137,17 @@ class IsolatedDriver(Driver):
     # ---- plumbing ---------------------------------------------------------------------
     def _stderr_tail(self, limit: int = 2000) -> str:
         return read_tail(Path(self._log_path), limit)
+
+    def _stderr_new(self, limit: int = 2000) -> str:
+        """What the child wrote since the last failure read it: a Rust panic's location is
+        printed there by its panic hook, while PyO3 raises only the panic's message. Every
+        panic raises, so nothing older than the last failed call is in it."""
+        try:
+            size = os.stat(self._log_path).st_size
+        except OSError:
+            return ""
+        new, self._log_seen = size - self._log_seen, size
+        return read_tail(Path(self._log_path), min(limit, new)) if new > 0 else ""
 
     def _kill(self) -> None:
         if self._proc.is_alive() and self._proc.pid is not None:
@@ -179,6 +192,8 @@ class IsolatedDriver(Driver):
         cls = _FAILURES.get(type_name, DriverRaised)
         if cls is DriverRaised:
             message = f"raised {type_name}: {message}"
+            written = self._stderr_new()
+            tb += f"\nstderr since the last failure:\n{written}" if written.strip() else ""
         raise cls(self.side, method if method != "build" else "build", message, tb)
 
     def _call(self, method: str, *args: Any) -> Any:
