@@ -126,6 +126,16 @@ def section(data: dict[str, Any], command: str) -> list[str]:
                 *("  " + d for d in m["diff"].rstrip().splitlines()),
                 "  ```",
             ]
+    retimed = [m for m in data["mutants"] if m.get("retimed_from")]
+    if retimed:
+        lines += [
+            "",
+            "Re-run after a driver call timed out (4x the call limit; a hang times out again):",
+            "",
+        ]
+        for m in retimed:
+            fate = f"L{m['level']} `{m['check']}`" if m["status"] == "killed" else m["status"]
+            lines.append(f"- `{m['id']}`: first limit {m['retimed_from']:.0f} s; re-run: {fate}")
     killed = [m for m in data["mutants"] if m["status"] == "killed"]
     by_site = [m for m in killed if m.get("site_localized") and not m["field_localized"]]
     if by_site:

@@ -3,6 +3,7 @@ isolated-driver boundary."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -387,3 +388,42 @@ def test_sweepable_uses_the_rate_of_each_stretch() -> None:
     assert _sweepable(100.0, SWEEP_LIVE, kept, kept, rates) == kept
     # no rate seen with kept digests yet: the live one is assumed
     assert _sweepable(5.0, SWEEP_LIVE, 1 << 32, kept, {False: live}) == SWEEP_LIVE + 50_000_000
+
+
+def test_the_c_reference_digests_on_two_threads_as_on_one() -> None:
+    """A chunk of at least THREADED_SEEDS seeds (not a whole number of blocks) is split at a
+    block boundary across two threads: the same digests as one call."""
+    from pathlib import Path
+
+    from envforge.backends.c import THREADED_SEEDS, CDriver
+
+    driver = CDriver(load_spec(PONG_SPEC), Path("references/pong/pong.c"), strict_float=True)
+    assert driver._sweep_threads == 2 or (os.cpu_count() or 1) < 2  # pong.c shares nothing
+    seeds = np.arange(THREADED_SEEDS + 3 * 4096 + 100, dtype=np.uint32) * np.uint32(2654435761)
+    driver._sweep_threads = 2
+    two = driver.reset_digest(seeds, 4096)
+    driver._sweep_threads = 1
+    one = driver.reset_digest(seeds, 4096)
+    assert np.array_equal(two, one)
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ("", None),
+        ("static int calls; int bump(int x) { return x + ++calls; }", "writable data calls"),
+        ("int bump(int x) { static int seen = 3; seen += x; return seen; }", "writable data seen"),
+        ("#include <stdlib.h>\nint bump(int x) { srand(x); return rand(); }", "calls"),
+    ],
+)
+def test_shared_state_finds_what_two_threads_would_share(tmp_path, body: str, named) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+
+    from envforge.backends.c_threads import shared_state
+
+    src = tmp_path / "ref.c"
+    src.write_text("int pure(int x) { return 2 * x; }\n" + body + "\n")
+    lib = tmp_path / "ref.so"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    found = shared_state(lib)
+    assert (found is None) if named is None else (found is not None and found.startswith(named))

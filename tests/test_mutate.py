@@ -363,6 +363,58 @@ def test_a_crash_in_the_mutated_handler_is_a_localized_kill() -> None:
     assert report.to_dict()["targets"]["localization_met"] is False
 
 
+def test_a_call_timeout_kill_is_rerun_with_a_longer_limit(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A verify stopped by one slow driver call runs again with RETIME_FACTOR times the limit:
+    what the re-run finds is the outcome (a real kill, or a pass), and only a mutant that
+    times out again is a kill by timeout. Runs without a timeout finding are not re-run."""
+    from envforge.mutate import campaign
+    from envforge.mutate.execute import MutantJob, MutantRun
+    from envforge.mutate.report import judge
+    from envforge.mutate.workspace import Target
+    from envforge.verify.context import VerifyOptions
+
+    spec = spec_for_name("pong")
+    target = Target(spec, "port", Path("."), (), Path("."))
+    line = PY.splitlines().index("    tick = state.tick + 1") + 1
+
+    def job(n: int) -> MutantJob:
+        m = Mutant(f"arith:{line}:{n}", "arith", "m.py", line, "`+` -> `-`", PY.replace("+", "-"))
+        return MutantJob(target, m, Path("."), (0, 1), VerifyOptions(timeout_s=30.0))
+
+    failed = {"verdict": "not equivalent", "levels": [{"level": 0, "status": "fail"}]}
+    timeout = {"check": "timeout", "fields": [], "port_lines": []}
+    mismatch = {"check": "step.mismatch", "fields": ["tick"], "port_lines": []}
+    runs = [
+        MutantRun(job(1), report=failed, first_finding=timeout, wall_s=31.0),  # slow, not hung
+        MutantRun(job(2), report=failed, first_finding=timeout, wall_s=31.0),  # hung
+        MutantRun(job(3), report=failed, first_finding=mismatch, wall_s=5.0),
+    ]
+    seen: list[float | None] = []
+
+    def rerun(jobs, parallel, time_limit_s):  # type: ignore[no-untyped-def]
+        seen.extend(j.options.timeout_s for j in jobs)
+        second = {"verdict": "not equivalent", "levels": [{"level": 0, "status": "pass"}]}
+        second["levels"].append({"level": 1, "status": "fail"})  # type: ignore[attr-defined]
+        return [
+            MutantRun(jobs[0], report=second, first_finding=mismatch, wall_s=40.0),
+            MutantRun(jobs[1], report=failed, first_finding=timeout, wall_s=121.0),
+        ]
+
+    monkeypatch.setattr(campaign, "run_jobs", rerun)
+    out = campaign._retime(runs, spec.verify.timeout_s, 1, 900.0)
+    assert seen == [30.0 * campaign.RETIME_FACTOR] * 2
+    slow, hung, plain = (judge(r, PY, ["tick"]) for r in out)
+    assert (slow.status, slow.level, slow.check, slow.retimed_from) == (
+        "killed",
+        1,
+        "step.mismatch",
+        30.0,
+    )
+    assert slow.wall_s == 71.0
+    assert (hung.status, hung.check, hung.retimed_from) == ("killed", "timeout", 30.0)
+    assert plain.retimed_from is None and out[2] is runs[2]
+
+
 def test_campaign_sweep_plan_keeps_the_reference_and_fits_the_budget(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Before a campaign the reference's digests of the whole default sweep are kept (by two
     workers), and every mutant gets one fixed sweep: all of it when the unmutated port's rate

@@ -15,11 +15,13 @@ import hashlib
 import os
 import re
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, canonicalize
+from envforge.backends.c_threads import sweep_threads
 from envforge.backends.cc import c_compiler
 from envforge.backends.coverage import LineCoverage
 from envforge.backends.digest import LANE_START, ROW_MULT, join, state_digests, word_key
@@ -28,6 +30,8 @@ from envforge.cache import cache_root
 from envforge.errors import BadInput, ContractViolation
 from envforge.spec import EnvSpec
 
+THREADED_SEEDS = 1 << 16
+"""Digest calls of at least this many seeds are split across threads where that is safe."""
 STRICT_CFLAGS = ("-O2", "-ffp-contract=off", "-fno-fast-math", "-DENVFORGE_FTZ")
 FAST_CFLAGS = ("-O2",)
 
@@ -303,6 +307,7 @@ class CDriver(Driver):
         if self._native_digest is not None:
             vp, i64 = ctypes.c_void_p, ctypes.c_int64
             self._native_digest.argtypes = [i64, vp, i64, vp, vp]
+        self._sweep_threads = sweep_threads(lib_path)
 
     @staticmethod
     def _bind(lib: ctypes.CDLL) -> None:
@@ -372,12 +377,31 @@ class CDriver(Driver):
 
     def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
         seeds = np.ascontiguousarray(seeds, dtype=np.uint32)
-        if self._native_digest is not None and block >= 1:
+        native = self._native_digest
+        if native is not None and block >= 1:
             blocks = -(-len(seeds) // block)
             lo, hi = np.zeros(blocks, np.uint32), np.zeros(blocks, np.uint32)
-            self._native_digest(
-                len(seeds), seeds.ctypes.data, block, lo.ctypes.data, hi.ctypes.data
-            )
+            # whole blocks per thread: each writes its own sums (c_threads.py says when)
+            half = blocks // 2 * block if len(seeds) >= THREADED_SEEDS else 0
+            parts = [(0, half), (half, len(seeds))] if half and self._sweep_threads > 1 else []
+            parts = parts or [(0, len(seeds))]
+
+            def digest(part: tuple[int, int]) -> None:
+                first, end = part
+                at, word = first // block, lo.itemsize
+                native(
+                    end - first,
+                    seeds[first:].ctypes.data,
+                    block,
+                    lo.ctypes.data + at * word,
+                    hi.ctypes.data + at * word,
+                )
+
+            if len(parts) > 1:
+                with ThreadPoolExecutor(len(parts)) as pool:
+                    list(pool.map(digest, parts))  # ctypes calls release the GIL
+            else:
+                digest(parts[0])
             return join(lo, hi)
         # hashed straight from the structs' fields (strided views): copying each field out
         # first took twice as long as the reset and the hash together

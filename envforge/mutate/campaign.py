@@ -18,6 +18,38 @@ from envforge.verify.context import VerifyOptions
 
 Progress = Callable[[int, int, MutantRun], None]
 
+RETIME_FACTOR = 4.0
+"""A mutant whose verify ended in a ``timeout`` finding runs once more with this many times the
+call time limit: a hang times out again (a kill, as mutation tools count a mutant that loops
+forever), while a call that was only slow on a loaded machine now finishes and is judged by
+what the verifier finds (on 2026-12-01, 3 halfcheetah and 10 battle "kills" were such)."""
+
+
+def timed_out_call(run: MutantRun) -> bool:
+    """The mutant's verify stopped at a driver call over its time limit."""
+    return run.first_finding is not None and run.first_finding.get("check") == "timeout"
+
+
+def _retime(
+    runs: list[MutantRun], spec_timeout_s: float, parallel: int, time_limit_s: float
+) -> list[MutantRun]:
+    """Re-run the mutants killed by a call timeout with ``RETIME_FACTOR`` times the limit."""
+    again = [i for i, r in enumerate(runs) if timed_out_call(r)]
+    if not again:
+        return runs
+    jobs = []
+    for i in again:
+        job = runs[i].job
+        limit = (job.options.timeout_s or spec_timeout_s) * RETIME_FACTOR
+        jobs.append(replace(job, options=replace(job.options, timeout_s=limit)))
+    redone = run_jobs(jobs, parallel, time_limit_s * RETIME_FACTOR)
+    out = list(runs)
+    for i, run in zip(again, redone, strict=True):
+        run.retimed_from = runs[i].job.options.timeout_s or spec_timeout_s
+        run.wall_s += runs[i].wall_s
+        out[i] = run
+    return out
+
 
 def run_campaign(
     target: Target,
@@ -79,6 +111,7 @@ def run_campaign(
                 progress(finished[0], len(jobs), run)
 
         runs = run_jobs(jobs, parallel, time_limit_s, on_done)
+        runs = _retime(runs, target.spec.verify.timeout_s, parallel, time_limit_s)
     fields = target.spec.field_names
     report.outcomes = [judge(r, originals[r.job.mutant.file], fields) for r in runs]
     report.wall_s = time.perf_counter() - start

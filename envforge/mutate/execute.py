@@ -54,6 +54,9 @@ class MutantRun:
     phase: str = "starting"
     wall_s: float = 0.0
     messages: list[str] = field(default_factory=list)
+    retimed_from: float | None = None
+    """Set when this is the re-run of a mutant whose first verify hit a call timeout: that
+    run's call limit (``campaign.RETIME_FACTOR`` times it applied here)."""
 
 
 def _worker(job: MutantJob, conn: Connection) -> None:

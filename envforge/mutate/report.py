@@ -52,11 +52,14 @@ class Outcome:
     diff: str = ""
     wall_s: float = 0.0
     error: str = ""
+    retimed_from: float | None = None
+    """The call limit of a first verify that timed out; this outcome is the re-run's."""
 
 
 def judge(run: MutantRun, original: str, state_fields: list[str]) -> Outcome:
     job, m = run.job, run.job.mutant
     out = Outcome(m.id, m.operator, m.file, m.line, m.description, "error", wall_s=run.wall_s)
+    out.retimed_from = run.retimed_from
     diff = DifferentialResult.from_dict(run.differential) if run.differential else None
     affected = affected_keys(diff, state_fields)
     out.affected = sorted(affected)
