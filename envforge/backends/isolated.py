@@ -109,6 +109,9 @@ def serve_recipe(recipe: Recipe, conn: Connection, log_path: str) -> None:
 class IsolatedDriver(Driver):
     """A Driver proxy whose implementation lives in a child process."""
 
+    _log_seen = 0
+    """Bytes of the child's log already handed out with a failure (see ``_stderr_new``)."""
+
     def __init__(
         self, recipe: Recipe, timeout_s: float = 120.0, build_timeout_s: float = 600.0
     ) -> None:
@@ -121,8 +124,6 @@ class IsolatedDriver(Driver):
         # named after its owner: a verifier killed before close() leaves it to the next sweep
         fd, self._log_path = tempfile.mkstemp(prefix=owned_prefix(recipe.side), suffix=".log")
         os.close(fd)
-        self._log_seen = 0
-        """Bytes of the log already handed out with a failure (see ``_stderr_new``)."""
         self._proc = ctx.Process(
             target=serve_recipe, args=(recipe, child_conn, self._log_path), daemon=True
         )
@@ -143,7 +144,7 @@ class IsolatedDriver(Driver):
         printed there by its panic hook, while PyO3 raises only the panic's message. Every
         panic raises, so nothing older than the last failed call is in it."""
         try:
-            size = os.stat(self._log_path).st_size
+            size = os.lstat(self._log_path).st_size  # a sandboxed port may have replaced it
         except OSError:
             return ""
         new, self._log_seen = size - self._log_seen, size
