@@ -165,7 +165,7 @@ def test_segfaulting_reference_is_a_crash_finding(tmp_path: Path) -> None:
 def test_port_that_raises_is_an_exception_finding(tmp_path: Path) -> None:
     """The finding points at the line that raised, in the port's handler, and carries what
     the port wrote to stderr before (a Rust panic's location is printed there)."""
-    bug = '    print("why: the step is broken", file=sys.stderr, flush=True)\n'
+    bug = '    print("why: the step is broken", "stack " * 1000, file=sys.stderr, flush=True)\n'
     bug += '    raise ValueError("no step for you")'
     toml, port = counter_env(tmp_path, port_bug=bug)
     raised_at = port.read_text().splitlines().index('    raise ValueError("no step for you")') + 1

@@ -139,7 +139,7 @@ class IsolatedDriver(Driver):
     def _stderr_tail(self, limit: int = 2000) -> str:
         return read_tail(Path(self._log_path), limit)
 
-    def _stderr_new(self, limit: int = 2000) -> str:
+    def _stderr_new(self, limit: int = 600) -> str:
         """What the child wrote since the last failure read it: a Rust panic's location is
         printed there by its panic hook, while PyO3 raises only the panic's message. Every
         panic raises, so nothing older than the last failed call is in it."""
@@ -147,8 +147,9 @@ class IsolatedDriver(Driver):
             size = os.lstat(self._log_path).st_size  # a sandboxed port may have replaced it
         except OSError:
             return ""
-        new, self._log_seen = size - self._log_seen, size
-        return read_tail(Path(self._log_path), min(limit, new)) if new > 0 else ""
+        seen, self._log_seen = self._log_seen, size
+        # from its start: a panic's location comes first, before any RUST_BACKTRACE stack
+        return read_tail(Path(self._log_path), limit, start=seen) if size > seen else ""
 
     def _kill(self) -> None:
         if self._proc.is_alive() and self._proc.pid is not None:
