@@ -58,9 +58,25 @@ def measured_line(data: dict[str, Any]) -> list[str]:
     return [f"Run {data['measured']}, load average at the start {load}.", ""]
 
 
+def localized_text(data: dict[str, Any]) -> str:
+    """The localization sentence; campaigns before crash sites counted give field and line."""
+    loc, targets = data["localization"], data["targets"]
+    if "localized" not in loc:
+        met = "met" if targets["field_localization_met"] else "missed"
+        return (
+            f"**field-localized {pct(loc['field'])}** of kills (target 80%: {met}); "
+            f"line-localized {pct(loc['line'])}."
+        )
+    met = "met" if targets["localization_met"] else "missed"
+    return (
+        f"**localized {pct(loc['localized'])}** of kills (target 80%: {met}): "
+        f"field-localized {pct(loc['field'])}, crash site in the mutated handler "
+        f"{pct(loc['site'])}; line-localized {pct(loc['line'])}."
+    )
+
+
 def section(data: dict[str, Any], command: str) -> list[str]:
     counts = data["status_counts"]
-    loc = data["localization"]
     port = f"{data.get('target', 'jax')} port" if data["side"] == "port" else data["side"]
     lines = [
         f"## {data['env']} ({port}: {', '.join(data['files'])})",
@@ -78,9 +94,7 @@ def section(data: dict[str, Any], command: str) -> list[str]:
         "",
         f"**Kill rate {pct(data['kill_rate'])}** of {data['non_equivalent']} non-equivalent "
         f"(target 95%: {'met' if data['targets']['kill_rate_met'] else 'missed'}); "
-        f"**field-localized {pct(loc['field'])}** of kills (target 80%: "
-        f"{'met' if data['targets']['field_localization_met'] else 'missed'}); "
-        f"line-localized {pct(loc['line'])}.",
+        + localized_text(data),
         "",
         "| level | killed here | killed through | cumulative kill rate |",
         "|---|---:|---:|---:|",
@@ -114,19 +128,37 @@ def section(data: dict[str, Any], command: str) -> list[str]:
             ]
     retimed = [m for m in data["mutants"] if m.get("retimed_from")]
     if retimed:
-        lines += ["", "Re-run after a driver call timed out (4x the call limit; a hang times out again):", ""]
+        lines += [
+            "",
+            "Re-run after a driver call timed out (4x the call limit; a hang times out again):",
+            "",
+        ]
         for m in retimed:
             fate = f"L{m['level']} `{m['check']}`" if m["status"] == "killed" else m["status"]
             lines.append(f"- `{m['id']}`: first limit {m['retimed_from']:.0f} s; re-run: {fate}")
-    unlocalized = [
-        m for m in data["mutants"] if m["status"] == "killed" and not m["field_localized"]
-    ]
+    killed = [m for m in data["mutants"] if m["status"] == "killed"]
+    by_site = [m for m in killed if m.get("site_localized") and not m["field_localized"]]
+    if by_site:
+        lines += ["", "Kills localized by where the port crashed (no field to name):", ""]
+        for m in by_site:
+            lines.append(
+                f"- `{m['id']}` {m['description']}: L{m['level']} `{m['check']}` raised in "
+                f"`{m['handler']}`, the handler the mutant changes"
+            )
+    unlocalized = [m for m in killed if not (m["field_localized"] or m.get("site_localized"))]
     if unlocalized:
-        lines += ["", "Kills whose finding did not name a field the mutant changes:", ""]
+        lines += [
+            "",
+            "Kills whose finding named neither a field the mutant changes nor a crash in the "
+            "mutated handler:",
+            "",
+        ]
         for m in unlocalized:
             lines.append(
                 f"- `{m['id']}` {m['description']}: L{m['level']} `{m['check']}` named "
-                f"{m['finding_fields'] or 'no field'}; the mutant changes {m['affected'] or 'nothing found'}"
+                f"{m['finding_fields'] or 'no field'}"
+                + (f" (raised in `{m['handler']}`)" if m.get("handler") else "")
+                + f"; the mutant changes {m['affected'] or 'nothing found'}"
             )
     return lines + [""]
 

@@ -31,8 +31,9 @@ def _checked(fd: int, path: Path) -> str | None:
     return None
 
 
-def read_tail(path: Path, limit: int) -> str:
-    """The last ``limit`` characters of the regular file ``path`` ("" when it does not exist)."""
+def read_tail(path: Path, limit: int, start: int | None = None) -> str:
+    """The last ``limit`` characters of the regular file ``path`` ("" when it does not exist);
+    with ``start``, the first ``limit`` characters from byte ``start`` on."""
     try:
         fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
     except FileNotFoundError:
@@ -45,7 +46,7 @@ def read_tail(path: Path, limit: int) -> str:
             return _refusal(path, problem)
         size = os.fstat(fd).st_size
         want = 4 * limit  # bytes: a character is at most four of them in UTF-8
-        os.lseek(fd, max(0, size - want), os.SEEK_SET)
+        os.lseek(fd, max(0, size - want) if start is None else start, os.SEEK_SET)
         chunks, got = [], 0
         while got < want:
             chunk = os.read(fd, want - got)
@@ -55,7 +56,8 @@ def read_tail(path: Path, limit: int) -> str:
             got += len(chunk)
     finally:
         os.close(fd)
-    return b"".join(chunks).decode(errors="replace")[-limit:]
+    text = b"".join(chunks).decode(errors="replace")
+    return text[-limit:] if start is None else text[:limit]
 
 
 def append_note(path: Path, text: str) -> bool:

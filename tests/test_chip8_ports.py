@@ -123,3 +123,39 @@ def test_rust_port_with_a_draw_wrap_off_by_one_differs(spec, reference, tmp_path
     assert wrong != text
     source.write_text(wrong)
     assert "framebuffer" in differences(spec, reference, RustDriver(spec, crate), 512, seed=3)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_RUST, reason="needs cargo and maturin")
+def test_a_panicking_rust_port_is_found_at_its_opcode_arm(spec, tmp_path):  # type: ignore[no-untyped-def]
+    """EX9E indexing the keys with ``VX | 0xF`` panics (index out of bounds): the finding names
+    no field, but carries the panic's line and the ``match`` arm holding it, and a campaign
+    counts the kill as localized to that handler (and not to another one)."""
+    from envforge.mutate.mutant import Mutant
+    from envforge.mutate.triage import site_localized
+    from envforge.verify.context import VerifyOptions
+    from envforge.verify.runner import verify
+
+    crate = tmp_path / "rust"
+    shutil.copytree(RUST, crate, ignore=shutil.ignore_patterns("target"))
+    source = crate / "src" / "chip8.rs"
+    original = source.read_text()
+    mutated = original.replace(
+        "if self.keys[(self.v[x] & 0xF) as usize] != 0",
+        "if self.keys[(self.v[x] | 0xF) as usize] != 0",
+    )
+    assert mutated != original
+    source.write_text(mutated)
+    line = 1 + original[: original.index("(self.v[x] & 0xF) as usize] != 0")].count("\n")
+    report = verify(spec, crate, [0, 1], VerifyOptions(scale=0.2, seed_sweep=1024))
+    [finding] = report.levels[-1].findings
+    assert finding.check == "exception" and "PanicException" in finding.message
+    assert finding.port_lines[0].file.endswith("src/chip8.rs")
+    assert finding.port_lines[0].line == line
+    assert finding.extra["handler"] == "execute [0xE => 0x9E]"
+    assert f"chip8.rs:{line}, in execute [0xE => 0x9E]" in finding.message
+    as_stored = finding.to_dict()
+    here = Mutant("m", "arith", "src/chip8.rs", line, "& -> |", mutated)
+    assert site_localized(as_stored, here, "port", original)
+    elsewhere = Mutant("m", "arith", "src/chip8.rs", line + 5, "EXA1", mutated)  # the EXA1 arm
+    assert not site_localized(as_stored, elsewhere, "port", original)

@@ -90,6 +90,8 @@ COUNTER_PORT = '''\
 """JAX port of the counter test env."""
 from typing import NamedTuple
 
+import sys
+
 import jax
 import jax.numpy as jnp
 
@@ -161,15 +163,23 @@ def test_segfaulting_reference_is_a_crash_finding(tmp_path: Path) -> None:
 
 
 def test_port_that_raises_is_an_exception_finding(tmp_path: Path) -> None:
-    toml, port = counter_env(tmp_path, port_bug='    raise ValueError("no step for you")')
+    """The finding points at the line that raised, in the port's handler, and carries what
+    the port wrote to stderr before (a Rust panic's location is printed there)."""
+    bug = '    print("why: the step is broken", "stack " * 1000, file=sys.stderr, flush=True)\n'
+    bug += '    raise ValueError("no step for you")'
+    toml, port = counter_env(tmp_path, port_bug=bug)
+    raised_at = port.read_text().splitlines().index('    raise ValueError("no step for you")') + 1
     report = verify(load_spec(toml), port, [0, 1], VerifyOptions(all_levels=True))
     for result in report.levels:
         assert result.status == "error"
         [finding] = result.findings
         assert finding.check == "exception"
-        assert finding.extra == {"side": "port", "call": "step"}
+        assert finding.extra == {"side": "port", "call": "step", "handler": "step"}
         assert "ValueError: no step for you" in finding.message
+        assert f"(at counter.py:{raised_at}, in step)" in finding.message
+        assert [(loc.file, loc.line) for loc in finding.port_lines][0] == (str(port), raised_at)
         assert "Traceback" in finding.detail and "counter.py" in finding.detail
+        assert "why: the step is broken" in finding.detail
     assert report.exit_code == 1
 
 

@@ -323,7 +323,44 @@ def test_judge_classifies_runs() -> None:
     assert report.non_equivalent == 4 and report.kill_rate() == 0.25
     assert report.to_dict()["stillborn"] == 1
     assert report.per_level()[1]["killed_through"] == 1
-    assert report.localization()["field"] == 1.0
+    assert report.localization()["field"] == report.localization()["localized"] == 1.0
+
+
+def test_a_crash_in_the_mutated_handler_is_a_localized_kill() -> None:
+    """A kill by an exception names no field; it is localized when the line it was raised at
+    lies in the function the mutant changed, and only then."""
+    from envforge.mutate.execute import MutantJob, MutantRun
+    from envforge.mutate.report import MutationReport, judge
+    from envforge.mutate.workspace import Target
+    from envforge.verify.context import VerifyOptions
+
+    target = Target(spec_for_name("pong"), "port", Path("."), (), Path("."))
+    lines = PY.splitlines()
+    mutated = lines.index("    tick = state.tick + 1") + 1
+    in_step, in_unused = (
+        lines.index("    done = tick >= LIMIT") + 1,
+        lines.index("    return x * 3") + 1,
+    )
+
+    def crashed(at: int, fields: list[str] | None = None) -> MutantRun:
+        m = Mutant(f"arith:{mutated}:1", "arith", "port/m.py", mutated, "`+` -> `-`", PY)
+        report = {"verdict": "not equivalent", "levels": [{"level": 0, "status": "error"}]}
+        thrown = {"file": "/tmp/work/port/m.py", "line": at, "text": ""}
+        finding = {"check": "exception", "fields": fields or [], "port_lines": [thrown]}
+        finding["extra"] = {"side": "port", "call": "step", "handler": "step"}  # type: ignore[assignment]
+        job = MutantJob(target, m, Path("."), (0,), VerifyOptions())
+        return MutantRun(job, report=report, first_finding=finding)
+
+    here, there = judge(crashed(in_step), PY, ["tick"]), judge(crashed(in_unused), PY, ["tick"])
+    assert (here.status, here.site_localized, here.field_localized) == ("killed", True, False)
+    assert here.handler == "step" and not here.line_localized
+    assert there.status == "killed" and not there.site_localized
+    # a finding that names fields is judged by them, not by where it points
+    assert not judge(crashed(in_step, ["pos"]), PY, ["tick"]).site_localized
+    report = MutationReport("pong", "port", ["m.py"], [0], {}, 2, 0)
+    report.outcomes = [here, there]
+    assert report.localization() == {"localized": 0.5, "field": 0.0, "site": 0.5, "line": 0.0}
+    assert report.to_dict()["targets"]["localization_met"] is False
 
 
 def test_a_call_timeout_kill_is_rerun_with_a_longer_limit(monkeypatch) -> None:  # type: ignore[no-untyped-def]

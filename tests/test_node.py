@@ -172,8 +172,10 @@ def test_a_thrown_error_is_an_exception_finding_at_the_js_line(tmp_path: Path) -
     report = verify(load_spec(toml), port, [0], VerifyOptions())
     [result] = report.levels
     [finding] = result.findings
-    assert finding.check == "exception" and finding.extra == {"side": "reference", "call": "step"}
+    assert finding.check == "exception"
+    assert finding.extra == {"side": "reference", "call": "step", "handler": "step"}
     assert "RangeError: t is too big" in finding.message and "env " in finding.message
+    assert "(at counter.js:7, in step)" in finding.message
     [thrown, *_] = finding.reference_lines
     assert thrown.file.endswith("counter.js") and thrown.line == 7
     assert thrown.text.startswith("throw new RangeError")

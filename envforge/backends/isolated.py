@@ -109,6 +109,9 @@ def serve_recipe(recipe: Recipe, conn: Connection, log_path: str) -> None:
 class IsolatedDriver(Driver):
     """A Driver proxy whose implementation lives in a child process."""
 
+    _log_seen = 0
+    """Bytes of the child's log already handed out with a failure (see ``_stderr_new``)."""
+
     def __init__(
         self, recipe: Recipe, timeout_s: float = 120.0, build_timeout_s: float = 600.0
     ) -> None:
@@ -135,6 +138,18 @@ class IsolatedDriver(Driver):
     # ---- plumbing ---------------------------------------------------------------------
     def _stderr_tail(self, limit: int = 2000) -> str:
         return read_tail(Path(self._log_path), limit)
+
+    def _stderr_new(self, limit: int = 600) -> str:
+        """What the child wrote since the last failure read it: a Rust panic's location is
+        printed there by its panic hook, while PyO3 raises only the panic's message. Every
+        panic raises, so nothing older than the last failed call is in it."""
+        try:
+            size = os.lstat(self._log_path).st_size  # a sandboxed port may have replaced it
+        except OSError:
+            return ""
+        seen, self._log_seen = self._log_seen, size
+        # from its start: a panic's location comes first, before any RUST_BACKTRACE stack
+        return read_tail(Path(self._log_path), limit, start=seen) if size > seen else ""
 
     def _kill(self) -> None:
         if self._proc.is_alive() and self._proc.pid is not None:
@@ -179,6 +194,8 @@ class IsolatedDriver(Driver):
         cls = _FAILURES.get(type_name, DriverRaised)
         if cls is DriverRaised:
             message = f"raised {type_name}: {message}"
+            written = self._stderr_new()
+            tb += f"\nstderr since the last failure:\n{written}" if written.strip() else ""
         raise cls(self.side, method if method != "build" else "build", message, tb)
 
     def _call(self, method: str, *args: Any) -> Any:

@@ -16,6 +16,7 @@ from envforge.mutate.triage import (
     differential_equivalence,
     field_localized,
     line_localized,
+    site_localized,
     static_equivalence,
     tolerance_equivalence,
 )
@@ -42,6 +43,10 @@ class Outcome:
     """Keys the mutant changes in one step (differential)."""
     field_localized: bool | None = None
     line_localized: bool | None = None
+    site_localized: bool | None = None
+    """A crash finding (no field) raised in the mutated handler (``triage.site_localized``)."""
+    handler: str | None = None
+    """The handler the finding's crash site lies in, when it names one."""
     equivalence: str | None = None
     witness: dict[str, Any] | None = None
     diff: str = ""
@@ -94,6 +99,8 @@ def judge(run: MutantRun, original: str, state_fields: list[str]) -> Outcome:
     out.finding_fields = list(finding.get("fields") or []) if finding else []
     out.field_localized = field_localized(finding, affected)
     out.line_localized = line_localized(finding, m, job.target.side)
+    out.site_localized = site_localized(finding, m, job.target.side, original)
+    out.handler = ((finding or {}).get("extra") or {}).get("handler")
     return out
 
 
@@ -149,9 +156,12 @@ class MutationReport:
     def localization(self) -> dict[str, float | None]:
         kills = self.killed
         if not kills:
-            return {"field": None, "line": None}
+            return {"localized": None, "field": None, "site": None, "line": None}
         return {
+            "localized": sum(bool(o.field_localized or o.site_localized) for o in kills)
+            / len(kills),
             "field": sum(bool(o.field_localized) for o in kills) / len(kills),
+            "site": sum(bool(o.site_localized) for o in kills) / len(kills),
             "line": sum(bool(o.line_localized) for o in kills) / len(kills),
         }
 
@@ -176,9 +186,9 @@ class MutationReport:
             "targets": {
                 "kill_rate": KILL_TARGET,
                 "kill_rate_met": rate is not None and rate >= KILL_TARGET,
-                "field_localization": LOCALIZATION_TARGET,
-                "field_localization_met": loc["field"] is not None
-                and loc["field"] >= LOCALIZATION_TARGET,
+                "localization": LOCALIZATION_TARGET,
+                "localization_met": loc["localized"] is not None
+                and loc["localized"] >= LOCALIZATION_TARGET,
             },
             "wall_s": round(self.wall_s, 1),
             "mutants": [o.__dict__ for o in self.outcomes],
@@ -218,8 +228,9 @@ class MutationReport:
             f"{self.all_stillborn} stillborn); "
             f"{self.count('equivalent')} equivalent; "
             f"kill rate {_pct(rate)} of {self.non_equivalent} non-equivalent "
-            f"(target {100 * KILL_TARGET:.0f}%); localized: field {_pct(loc['field'])} "
-            f"(target {100 * LOCALIZATION_TARGET:.0f}%), line {_pct(loc['line'])}"
+            f"(target {100 * KILL_TARGET:.0f}%); localized {_pct(loc['localized'])} "
+            f"(target {100 * LOCALIZATION_TARGET:.0f}%): field {_pct(loc['field'])}, "
+            f"crash site {_pct(loc['site'])}, line {_pct(loc['line'])}"
         )
         for o in self.outcomes:
             if o.status in ("survived", "timeout", "error"):

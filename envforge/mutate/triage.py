@@ -9,7 +9,10 @@ Equivalence is only claimed on mechanical grounds:
 
 A kill is field-localized when the verifier's finding names a key the mutant changes in one
 step (a state field when it changes any, else obs/reward/flags), and line-localized when the
-finding's source lines for the mutated side include the mutated line.
+finding's source lines for the mutated side include the mutated line. A kill by a crash (a
+Rust panic, an exception: no field to name) is site-localized when the line it was raised at
+lies in the handler the mutant changed (the same function, and in Rust the same ``match``
+arm); a kill is localized when either holds.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 from envforge.backends.jax import REQUIRED
 from envforge.mutate.differential import DifferentialResult
 from envforge.mutate.mutant import Mutant
+from envforge.verify.thrown import handler_at
 
 C_ENTRY_SUFFIXES = ("_reset", "_step", "_observe")
 
@@ -181,3 +185,21 @@ def line_localized(finding: dict[str, Any] | None, mutant: Mutant, side: str) ->
         int(loc.get("line", -1)) == mutant.line and str(loc.get("file", "")).endswith(name)
         for loc in finding.get(key) or []
     )
+
+
+def site_localized(
+    finding: dict[str, Any] | None, mutant: Mutant, side: str, original: str
+) -> bool:
+    """A finding that names no field, raised (its first source line: where it was thrown) in
+    the handler holding the mutated line. Mutants keep the line count, so both lines are read
+    in the original source."""
+    if not finding or finding.get("fields"):
+        return False
+    key = "port_lines" if side == "port" else "reference_lines"
+    thrown = (finding.get(key) or [None])[0]
+    if not thrown or not str(thrown.get("file", "")).endswith("/" + mutant.file.lstrip("./")):
+        return False
+    lines = original.splitlines()
+    suffix = "." + mutant.file.rsplit(".", 1)[-1]
+    mutated = handler_at(lines, mutant.line, suffix)
+    return mutated is not None and handler_at(lines, int(thrown.get("line", -1)), suffix) == mutated

@@ -51,7 +51,7 @@ def stack_locations(stack: str, limit: int = 4) -> list[SourceLocation]:
         path = Path(path_text)
         if path.name == "node_runner.js" or not path.is_file():
             continue
-        lines = _lines(str(path), path.stat().st_mtime)
+        lines = source_lines(str(path), path.stat().st_mtime)
         number = int(line_text)
         if 1 <= number <= len(lines):
             loc = SourceLocation(file=str(path), line=number, text=lines[number - 1].strip())
@@ -63,7 +63,7 @@ def stack_locations(stack: str, limit: int = 4) -> list[SourceLocation]:
 
 
 @lru_cache(maxsize=64)
-def _lines(path: str, mtime: float) -> tuple[str, ...]:
+def source_lines(path: str, mtime: float) -> tuple[str, ...]:
     try:
         return tuple(Path(path).read_text(errors="replace").splitlines())
     except OSError:
@@ -95,7 +95,7 @@ def assignments(path: Path, names: tuple[str, ...], limit: int = 8) -> list[Sour
     if not path.is_file():
         return []
     c_like = path.suffix in (".c", ".h", ".rs", ".js", ".cpp")
-    lines = _lines(str(path), path.stat().st_mtime)
+    lines = source_lines(str(path), path.stat().st_mtime)
     patterns = [p for name in names for p in _patterns(name, c_like)]
     found: list[SourceLocation] = []
     for number, text in enumerate(lines, start=1):
@@ -183,7 +183,7 @@ def _read_names(code: str, rust: bool = False) -> list[str]:
     return names + (re.findall(r"\bself\.(\w+)\s*\(", code) if rust else [])
 
 
-def _scope(lines: tuple[str, ...], index: int, c_like: bool, rust: bool = False) -> int:
+def enclosing_scope(lines: tuple[str, ...], index: int, c_like: bool, rust: bool = False) -> int:
     """0-based line of the function definition enclosing ``index``, or -1 at file level."""
     indent = len(lines[index]) - len(lines[index].lstrip())
     for j in range(index, -1, -1):
@@ -191,7 +191,7 @@ def _scope(lines: tuple[str, ...], index: int, c_like: bool, rust: bool = False)
         if rust:  # by indentation, as Python: methods sit indented inside `impl` blocks
             level = len(text) - len(text.lstrip())
             if text.strip() and (level < indent or j == index):
-                if _RUST_FN.match(text):
+                if RUST_FN.match(text):
                     return j
                 if level == 0:
                     return -1
@@ -199,7 +199,7 @@ def _scope(lines: tuple[str, ...], index: int, c_like: bool, rust: bool = False)
         elif c_like:
             if j < index and text.startswith("}"):
                 return -1
-            if _C_FUNC.match(text):
+            if C_FUNC.match(text):
                 return j
         elif text.strip() and not text.lstrip().startswith(("#", "@", ")", "]")):
             level = len(text) - len(text.lstrip())
@@ -212,9 +212,9 @@ def _scope(lines: tuple[str, ...], index: int, c_like: bool, rust: bool = False)
     return -1
 
 
-_C_FUNC = re.compile(r"^\w[\w\s*]*\b\w+\s*\([^;]*$")
+C_FUNC = re.compile(r"^\w[\w\s*]*\b\w+\s*\([^;]*$")
 _RUST_QUALIFIERS = r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:(?:const|unsafe|extern\s+\"C\")\s+)*fn\s+"
-_RUST_FN = re.compile(_RUST_QUALIFIERS + r"\w+")
+RUST_FN = re.compile(_RUST_QUALIFIERS + r"\w+")
 
 
 def _is_rust(path: Path) -> bool:
@@ -250,7 +250,7 @@ def _definitions(
             stripped
             and not _is_comment(stripped)
             and any(p.search(_code(stripped, c_like)) for p in assign)
-            and _scope(lines, i, c_like, rust) in (scope, -1)
+            and enclosing_scope(lines, i, c_like, rust) in (scope, -1)
         ):
             out.append((i, None))
     if scope >= 0:
@@ -377,7 +377,7 @@ def dependency_hops(
     for loc in found:
         path = Path(loc.file)
         if path.is_file():
-            lines = _lines(str(path), path.stat().st_mtime)
+            lines = source_lines(str(path), path.stat().st_mtime)
             frontier.append((path, lines, add(path, lines, loc.line - 1), None))
     for hop in range(1, depth + 1):  # noqa: B007 - add() records the current hop
         following: Frontier = []
@@ -385,7 +385,7 @@ def dependency_hops(
             code = " ".join(_code(lines[j], _c_like(path)) for j in statement)
             names = _IDENT.findall(only) if only is not None else _read_names(code, _is_rust(path))
             for name in names:
-                scope = _scope(lines, statement[0], _c_like(path), _is_rust(path))
+                scope = enclosing_scope(lines, statement[0], _c_like(path), _is_rust(path))
                 if name in known or name in _KEYWORDS or (str(path), name, scope) in followed:
                     continue
                 followed.add((str(path), name, scope))

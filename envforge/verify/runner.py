@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from envforge.backends.base import Driver
@@ -18,8 +18,8 @@ from envforge.spec import EnvSpec
 from envforge.verify.checked import CheckedDriver
 from envforge.verify.context import VerifyContext, VerifyOptions
 from envforge.verify.findings import Finding
-from envforge.verify.localize import stack_locations
 from envforge.verify.report import LevelResult, Report
+from envforge.verify.thrown import handler_of, thrown_at
 
 LEVEL_MODULES = {
     0: "envforge.verify.contract",
@@ -67,21 +67,31 @@ def parse_seed_sweep(text: str) -> int:
     return n
 
 
-def failure_finding(level: int, exc: DriverFailure) -> Finding:
+def failure_finding(level: int, exc: DriverFailure, sources: Sequence[Path] = ()) -> Finding:
+    """The finding for a failed call. Where the failure names a line of ``sources`` (the failing
+    side's files: a Rust panic's location, a traceback frame), that line is the finding's
+    location and the message names its handler, as a mismatch's names the diverging field."""
+    thrown = thrown_at(exc.message + "\n" + exc.detail, sources)
+    handler = handler_of(thrown[0]) if thrown else None
+    where = ""
+    if thrown:
+        where = f" (at {Path(thrown[0].file).name}:{thrown[0].line}"
+        where += f", in {handler})" if handler else ")"
     finding = Finding(
         level=level,
         check=exc.check,
-        message=str(exc),
+        message=str(exc) + where,
         detail=exc.detail[-2000:],
         state_before=exc.state_before,
         actions=exc.actions,
         extra={"side": exc.side, "call": exc.call},
     )
-    thrown_at = stack_locations(exc.detail)  # a JavaScript reference's stack, when it threw
+    if handler:
+        finding.extra["handler"] = handler
     if exc.side == "reference":
-        finding.reference_lines = thrown_at
+        finding.reference_lines = thrown
     else:
-        finding.port_lines = thrown_at
+        finding.port_lines = thrown
     return finding
 
 
@@ -147,6 +157,11 @@ class DriverPair:
             )
         return self.ref, self.port
 
+    def sources(self, side: str) -> list[Path]:
+        """The open driver's source files (where a failure it raised is looked up)."""
+        driver = self.ref if side == "reference" else self.port
+        return driver.source_files() if driver is not None else []
+
     def drop(self, side: str) -> None:
         driver = self.ref if side == "reference" else self.port
         if driver is not None:
@@ -201,14 +216,14 @@ def verify(
                 if coverage_note:
                     result.stats["coverage_error"] = coverage_note
             except DriverFailure as exc:
+                sources = pair.sources(exc.side)
                 pair.drop(exc.side)
                 if exc.side == "reference":
-                    result = reference_failed(level, exc.call, exc.message, exc)
+                    result = reference_failed(level, exc.call, exc.message, exc, sources)
                 else:
                     status = "fail" if exc.check == "contract" else "error"
-                    result = LevelResult(
-                        level, status, f"{exc.side} failed: {exc}", [failure_finding(level, exc)]
-                    )
+                    finding = failure_finding(level, exc, sources)
+                    result = LevelResult(level, status, f"{exc.side} failed: {exc}", [finding])
             result.wall_s = time.perf_counter() - start
             report.levels.append(result)
             if result.status != "pass" and not options.all_levels:
@@ -219,11 +234,15 @@ def verify(
 
 
 def reference_failed(
-    level: int, call: str, message: str, exc: DriverFailure | None = None
+    level: int,
+    call: str,
+    message: str,
+    exc: DriverFailure | None = None,
+    sources: Sequence[Path] = (),
 ) -> LevelResult:
     """The level's result when the reference itself failed: an error that blames no port."""
     if exc is not None:
-        finding = failure_finding(level, exc)
+        finding = failure_finding(level, exc, sources)
     else:
         finding = Finding(
             level=level,
