@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/mutation_results.py --envs pong --targets rust --max 20 --scale 0.2
     .venv/bin/python benchmarks/mutation_results.py --envs chip8 --targets rust --max 36 \
         --scale 0.2 --seed-sweep 65536 --jobs 1       # chip8: a fixed sweep (the plan's is too big)
+    .venv/bin/python benchmarks/mutation_results.py --envs halfcheetah --targets jax --max 20 \
+        --scale 0.3 --jobs 1 --no-differential    # MJX: jaxlib's batched Cholesky hung in-process
     .venv/bin/python benchmarks/mutation_results.py --render-only         # the page from the JSONs
 
 Each campaign is `envforge mutate <env> --target T --max N --scale S [--seed-sweep K --jobs J]`;
@@ -186,6 +188,11 @@ def main() -> int:
         "unset, the campaign plans one",
     )
     parser.add_argument("--jobs", type=int, default=0, help="mutants at once (0: one per core)")
+    parser.add_argument(
+        "--no-differential",
+        action="store_true",
+        help="skip the differential test (no triage or localization), as `envforge mutate`",
+    )
     parser.add_argument("--render-only", action="store_true", help="rewrite the page only")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -203,6 +210,7 @@ def main() -> int:
             limit=args.max,
             seed=args.seed,
             parallel=args.jobs or os.cpu_count() or 1,
+            differential=not args.no_differential,
             progress=lambda done, total, run: print(
                 f"  {done}/{total} {run.job.mutant.id} {run.wall_s:.0f} s: {said(run)}",
                 file=sys.stderr,
@@ -216,6 +224,7 @@ def main() -> int:
             f"envforge mutate {env}{flag} --max {args.max} --scale {args.scale} --seed {args.seed}"
             + ("" if args.seed_sweep is None else f" --seed-sweep {args.seed_sweep}")
             + (f" --jobs {args.jobs}" if args.jobs else "")
+            + (" --no-differential" if args.no_differential else "")
         )
         data["target"] = kind
         data["measured"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -111,6 +111,32 @@ def test_jax_scan_rollout_matches_a_plain_python_loop(resets: str) -> None:
     assert ended > 0, "the rollout should have crossed at least one episode end"
 
 
+def test_steps_per_call_sets_each_batch_s_scan_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--steps-per-call: a slow port's large batches get shorter scans (at least one step);
+    unset, a call is 65536 env steps of at least 16 scan steps, as before."""
+    from envforge.bench import jax_loop
+
+    assert [jax_loop.scan_length(b) for b in (1, 64, 4096, 65536)] == [2048, 1024, 16, 16]
+    assert [jax_loop.scan_length(b, 8192) for b in (1, 64, 4096, 65536)] == [2048, 128, 2, 1]
+    seen: list[int] = []
+
+    def record(call: object, env_steps_per_call: int, min_run_s: float) -> RunFn:
+        seen.append(env_steps_per_call)
+        return lambda: (env_steps_per_call, 1.0, 1.0)
+
+    monkeypatch.setattr(jax_loop, "calls_run", record)
+    spec, port = _port("cartpole")
+    settings = BenchSettings(
+        batch_sizes=(2, 8),
+        repeats=1,
+        policies=("random",),
+        reset_modes=("fresh",),
+        steps_per_call=8,
+    )
+    jax_loop.measure_jax(spec, Path(port), settings)
+    assert seen == [8, 8]  # batch 2: 4 scan steps; batch 8: one
+
+
 def _xorshift(x: np.uint32) -> np.uint32:
     x = np.uint32(x ^ (x << np.uint32(13)))
     x = np.uint32(x ^ (x >> np.uint32(17)))

@@ -26,8 +26,12 @@ STEPS_PER_CALL = 1 << 16
 """Env steps per jitted call (batch x scan length), at least 16 and at most 2048 scan steps."""
 
 
-def scan_length(batch: int) -> int:
-    return int(min(2048, max(16, STEPS_PER_CALL // batch)))
+def scan_length(batch: int, steps_per_call: int | None = None) -> int:
+    """Scan steps of one call at ``batch``: ``STEPS_PER_CALL`` env steps and at least 16 scan
+    steps by default, else ``steps_per_call`` env steps and at least one."""
+    if steps_per_call is None:
+        return int(min(2048, max(16, STEPS_PER_CALL // batch)))
+    return int(min(2048, max(1, steps_per_call // batch)))
 
 
 def load_port(spec: EnvSpec, port: Path) -> ModuleType:
@@ -156,7 +160,7 @@ def measure_jax(
         name = label if resets == "fresh" else f"{label}, first-state resets"
         for policy in settings.policies:
             for batch in settings.batch_sizes:
-                length = scan_length(batch)
+                length = scan_length(batch, settings.steps_per_call)
                 carry = initial_carry(module, batch)
                 params = {**weights, "first": carry[0]}
                 start = time.perf_counter()

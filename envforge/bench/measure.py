@@ -31,6 +31,10 @@ class BenchSettings:
     """Width of the MLP policy's one hidden layer."""
     reset_modes: tuple[str, ...] = ("fresh", "first")
     """JAX auto-reset variants measured: fresh (gymnax) and first-state (Brax)."""
+    steps_per_call: int | None = None
+    """Env steps per jitted JAX call (batch x scan length, at least one scan step and at most
+    2048); None: 65536 with at least 16 scan steps. Smaller makes a slow port's large batches
+    affordable (MJX on a CPU: 65536 steps are minutes a call)."""
 
 
 @dataclass

@@ -55,6 +55,13 @@ def bench_command(
         callback=bounds.option(bounds.AT_LEAST_ONE),
         help="Largest batch for Python references.",
     ),
+    steps_per_call: int = typer.Option(
+        None,
+        "--steps-per-call",
+        callback=bounds.option(bounds.AT_LEAST_ONE),
+        help="Env steps per jitted JAX call (default 65536, at least 16 scan steps); "
+        "fewer for a slow port's large batches.",
+    ),
     plot: str = typer.Option(None, "--plot", help="Write a log-log PNG of SPS vs batch size."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
@@ -74,6 +81,7 @@ def bench_command(
         strict_float=strict,
         max_python_batch=max_python_batch,
         reset_modes=reset_modes,
+        steps_per_call=steps_per_call,
     )
     ports = find_ports(spec, target or None)
     command = "envforge " + " ".join(sys.argv[1:]) if sys.argv[1:] else f"envforge bench {env}"
