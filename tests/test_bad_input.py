@@ -149,7 +149,8 @@ def test_port_that_raises_is_an_error_verdict(tmp_path: Path) -> None:
     assert level["status"] == "error"
     [finding] = level["findings"]
     assert finding["check"] == "exception"
-    assert finding["extra"] == {"side": "port", "call": "step"}
+    # where it was raised: the port function holding the raise (verify/thrown.py)
+    assert finding["extra"] == {"side": "port", "call": "step", "handler": "step"}
     assert "NotImplementedError: frameskip" in finding["message"]
 
 
