@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 from conftest import ROOT
 
 from envforge.mutate.ast_ops import python_edits
@@ -77,3 +78,24 @@ def test_differential_replays_the_originals_draws_to_a_tape_port_mutant(tmp_path
         assert (result.rows_differing > 0) is differs, name
         if differs:
             assert "s" in result.differing or "draws" in result.differing
+
+
+def test_the_differential_caps_actions_per_state_but_takes_every_action() -> None:
+    """UNO's 61 actions: each sampled state is stepped under 8 distinct actions (4 when stepped
+    alone), rotated so that every action is still taken; few actions are all taken."""
+    from types import SimpleNamespace
+
+    from envforge.mutate.differential import Differential
+    from envforge.spec import load_spec
+
+    uno = SimpleNamespace(spec=load_spec(ROOT / "references" / "uno" / "env.toml"))
+    many = Differential(uno, uno)  # type: ignore[arg-type]
+    batches = many._actions(512)
+    assert len(batches) == 8
+    per_state = np.stack(batches, axis=1)
+    assert all(len(set(row)) == 8 for row in per_state.tolist())
+    assert set(per_state.ravel().tolist()) == set(range(61))
+    assert len(many._actions(64, 4)) == 4
+    pong = SimpleNamespace(spec=load_spec(ROOT / "references" / "pong" / "env.toml"))
+    few = Differential(pong, pong)  # type: ignore[arg-type]
+    assert [b.tolist() for b in few._actions(3)] == [[0] * 3, [1] * 3, [2] * 3]

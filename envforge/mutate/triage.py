@@ -141,8 +141,8 @@ def differential_equivalence(result: DifferentialResult | None, full: bool) -> s
     )
     return (
         f"differential: {resets} and identical steps on {result.transitions} transitions "
-        "(sampled states x every action, in batches and one per call; rollout states; "
-        "branch-threshold states)"
+        "(sampled states x every action or 8 per state, in batches and one per call; rollout "
+        "states; branch-threshold states)"
     )
 
 
