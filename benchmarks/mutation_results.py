@@ -89,7 +89,13 @@ def section(data: dict[str, Any], command: str) -> list[str]:
         "",
         *measured_line(data),
         f"{data['run']} mutants run (sampled across operators from {data['generated']} generated; "
-        f"{data['stillborn']} stillborn set aside) in {data['wall_s'] / 60:.0f} min: "
+        f"{data['stillborn']} stillborn set aside"
+        + (
+            f"; {data['exempt']} on lines marked `envforge: no-mutate` not generated"
+            if data.get("exempt")
+            else ""
+        )
+        + f") in {data['wall_s'] / 60:.0f} min: "
         + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
         + ".",
         *sweep_line(data["options"]),

@@ -152,6 +152,21 @@ def test_generate_on_the_pong_port_drops_duplicates_and_stillborn() -> None:
     assert "rng" not in sibling_fields(spec)  # the only uint32 field has no sibling
 
 
+def test_lines_marked_no_mutate_are_not_mutated(tmp_path: Path) -> None:
+    spec = spec_for_name("pong")
+    source = "def f(x):\n    y = x + 1.5  # envforge: no-mutate\n    return y * 2.0\n"
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    gen = generate(path, "m.py", spec)
+    assert gen.exempt > 0
+    assert gen.mutants and {m.line for m in gen.mutants} == {3}
+    path.write_text(source.replace("  # envforge: no-mutate", ""))
+    assert 2 in {m.line for m in generate(path, "m.py", spec).mutants}
+    rust = "fn f(x: f32) -> f32 {\n    let y = x + 1.5; // envforge: no-mutate\n    y * 2.0\n}\n"
+    (tmp_path / "m.rs").write_text(rust)
+    assert {m.line for m in generate(tmp_path / "m.rs", "m.rs", spec).mutants} == {3}
+
+
 def test_static_equivalence_is_only_claimed_for_dead_code() -> None:
     line_in_unused = PY.splitlines().index("    return x * 3") + 1
     dead = Mutant("arith:1:1", "arith", "m.py", line_in_unused, "", "")

@@ -73,7 +73,7 @@ def run_campaign(
         options = replace(options, seed_sweep=sweep)
     originals: dict[str, str] = {}
     mutants: list[Mutant] = []
-    generated = stillborn = 0
+    generated = stillborn = exempt = 0
     several = len(target.files) > 1  # ids are per file (operator:line:k): then prefix the file
     for path in target.files:
         rel = str(path.relative_to(target.root))
@@ -81,6 +81,7 @@ def run_campaign(
         originals[rel] = gen.original
         generated += len(gen.mutants)
         stillborn += gen.stillborn
+        exempt += gen.exempt
         mutants.extend(replace(m, id=f"{rel}:{m.id}") if several else m for m in gen.mutants)
     chosen = [m for m in mutants if m.id in set(only)] if only else sample(mutants, limit, seed)
     report = MutationReport(
@@ -97,6 +98,7 @@ def run_campaign(
         },
         generated=generated,
         stillborn=stillborn,
+        exempt=exempt,
     )
     with tempfile.TemporaryDirectory(prefix="envforge-mutants-") as tmp:
         jobs = [

@@ -55,6 +55,23 @@ class Generated:
     mutants: list[Mutant] = field(default_factory=list)
     stillborn: int = 0
     duplicates: int = 0
+    exempt: int = 0
+    """Mutants of lines marked ``envforge: no-mutate`` (see ``exempt_lines``), not generated."""
+
+
+NO_MUTATE = "envforge: no-mutate"
+"""A comment marking a line that must not be mutated: setup that cannot change what the
+environment computes (a compilation-cache setting), so its mutants are equivalent by
+construction and would only cost a campaign its time. The mark is in the source, for review."""
+
+
+def exempt_lines(source: str) -> set[int]:
+    """1-based numbers of the lines carrying the ``NO_MUTATE`` mark in a comment."""
+    return {
+        i
+        for i, line in enumerate(source.splitlines(), start=1)
+        if any(NO_MUTATE in part for part in (line.split("#", 1)[1:] + line.split("//", 1)[1:]))
+    }
 
 
 def _c_compiles(source: str, suffix: str) -> bool:
@@ -95,8 +112,13 @@ def generate(path: Path, rel: str, spec: EnvSpec) -> Generated:
     out = Generated(path, original)
     text = SourceText(original)
     seen = {original}
+    exempt = exempt_lines(original)
     counter: dict[tuple[str, int], int] = defaultdict(int)
     for edit in sorted(edits, key=lambda e: (e.start, e.operator, e.text)):
+        touched = range(text.line_of(edit.start), text.line_of(max(edit.start, edit.end - 1)) + 1)
+        if exempt.intersection(touched):
+            out.exempt += 1
+            continue
         source = text.apply(edit)
         if source in seen:
             out.duplicates += 1

@@ -113,6 +113,8 @@ class MutationReport:
     options: dict[str, Any]
     generated: int
     stillborn: int
+    exempt: int = 0
+    """Mutants not generated: on lines marked ``envforge: no-mutate`` (``generate.NO_MUTATE``)."""
     outcomes: list[Outcome] = field(default_factory=list)
     wall_s: float = 0.0
 
@@ -176,6 +178,7 @@ class MutationReport:
             "options": self.options,
             "generated": self.generated,
             "stillborn": self.all_stillborn,
+            "exempt": self.exempt,
             "run": len(self.outcomes),
             "status_counts": dict(Counter(o.status for o in self.outcomes)),
             "non_equivalent": self.non_equivalent,

@@ -39,10 +39,10 @@ from envforge.cache import cache_root  # noqa: E402
 
 # MJX's step takes 20-60 s to compile per batch shape on a 2-core CPU: keep the executables
 # between processes (the verifier's child processes, tests, benchmarks), unless the caller
-# configured a cache of its own
-if not jax.config.jax_compilation_cache_dir:
-    jax.config.update("jax_compilation_cache_dir", str(cache_root() / "jax"))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 2.0)
+# configured a cache of its own (not mutated: where executables are cached cannot change them)
+if not jax.config.jax_compilation_cache_dir:  # envforge: no-mutate
+    jax.config.update("jax_compilation_cache_dir", str(cache_root() / "jax"))  # envforge: no-mutate
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 2.0)  # envforge: no-mutate
 
 MODEL_FILE = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets" / "half_cheetah.xml"
 FRAME_SKIP = 5
