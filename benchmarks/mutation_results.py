@@ -73,12 +73,13 @@ def localized_text(data: dict[str, Any]) -> str:
     handlers = data.get("handlers") or {}
     if handlers.get("declared"):  # campaigns before the handler measure have no such key
         n, named = handlers["kills_in_handlers"], handlers["handler_localized"]
-        mean = handlers.get("mean_named")
+        mean, first = handlers.get("mean_named"), handlers.get("first_named_localized")
         return (
             f"**localized {pct(loc['localized'])}** of kills (target 80%: {met}), by handler: "
             f"of the {n} kills of mutants in an opcode handler, the finding named that handler "
             f"for {named} ({pct(loc.get('handler'))}"
             + (f"; a finding named {mean:.1f} handlers on average" if mean is not None else "")
+            + (f"; named it first for {first}" if first is not None else "")
             + "); the other kills by field or crash site. Field-localized "
             f"{pct(loc['field'])}, crash site in the mutated handler {pct(loc['site'])}, "
             f"line-localized {pct(loc['line'])}."
@@ -110,6 +111,8 @@ def handler_lines(killed: list[dict[str, Any]]) -> list[str]:
             f"- `{m['id']}` {m['description']} (in {', '.join(m['mutated_handlers'])}): "
             f"L{m['level']} `{m['check']}` named {named}; fields {m['finding_fields'] or 'none'}"
         )
+        if m.get("finding_message"):
+            lines.append(f"  - said: {m['finding_message'][:300]}")
     return lines
 
 

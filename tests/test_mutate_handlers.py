@@ -134,6 +134,11 @@ def test_scope_names_module_level_tables_and_words_are_whole_tokens() -> None:
         "extra": {"explain": "V written by 6XNN (op_6xnn) at PC 0x200: V[1]\nran: 8XY6@202"},
     }
     assert "8XY6" not in finding_text(finding)  # the trace of every instruction run is not said
+    mapped = chip8_map()
+    assert mapped.first_named(finding) == "6XNN"
+    finding["message"] = "differs in V, memory; memory by FX55 (op_fx55); V by 8XY6 (op_8xy6)"
+    assert mapped.first_named(finding) == "FX55"  # the message comes before the explain text
+    assert mapped.named(finding) == ["6XNN", "8XY6", "FX55"]
 
 
 SHR = "self.v[0xF] = b & 1;"
@@ -178,6 +183,7 @@ def test_judge_asks_whether_the_finding_names_the_mutated_handler() -> None:
         True,
     )
     assert right.named_handlers == ["8XY4", "8XY6"] and "8XY6 (op_8xy6)" in right.finding_message
+    assert right.first_named_handler == "8XY4"  # named, but not first
     assert right.finding_explain.endswith("6XNN@332")
     # names a field the mutant changes, but another handler: field-localized, not by handler
     wrong = judged(rust_kill(SHR, step_finding("6XNN")))
@@ -197,6 +203,7 @@ def test_judge_asks_whether_the_finding_names_the_mutated_handler() -> None:
              "extra": {"side": "port", "call": "step", "handler": "execute [0xE => 0x9E]"}}  # fmt: skip
     crashed = judged(rust_kill(KEY, crash, {}))
     assert crashed.named_handlers == ["EX9E"] and crashed.handler_localized is True
+    assert crashed.first_named_handler == "EX9E"
 
     report = MutationReport("chip8", "port", ["src/chip8.rs"], [0, 1], {}, 4, 0, handlers=True)
     report.outcomes = [right, wrong, timer, crashed]
@@ -208,6 +215,7 @@ def test_judge_asks_whether_the_finding_names_the_mutated_handler() -> None:
         "declared": True,
         "kills_in_handlers": 3,
         "handler_localized": 2,
+        "first_named_localized": 1,
         "mean_named": pytest.approx(4 / 3),
     }
     assert data["mutants"][1]["named_handlers"] == ["6XNN"]
@@ -233,12 +241,16 @@ def test_results_page_renders_the_handler_measure_and_old_campaigns() -> None:
     old = json.loads((ROOT / "docs" / "mutate" / "chip8-rust.json").read_text())
     text = "\n".join(page.section(old, "cmd"))
     assert "**localized 80.0%**" in text and "by handler" not in text
-    new = dict(old, handlers={"declared": True, "kills_in_handlers": 2, "handler_localized": 1,
-                              "mean_named": 2.5})  # fmt: skip
+    summary = {"declared": True, "kills_in_handlers": 2, "handler_localized": 1,
+               "first_named_localized": 0, "mean_named": 2.5}  # fmt: skip
+    new = dict(old, handlers=summary)
     new["localization"] = dict(old["localization"], handler=0.5)
     kill = next(m for m in old["mutants"] if m["id"].endswith("logic:196:1"))
     kill = dict(kill, mutated_handlers=["5XY0"], named_handlers=["6XNN"])
     new["mutants"] = [dict(kill, handler_localized=False)]
     text = "\n".join(page.section(new, "cmd"))
-    assert "named that handler for 1 (50.0%; a finding named 2.5 handlers on average)" in text
+    assert (
+        "named that handler for 1 (50.0%; a finding named 2.5 handlers on average; named it "
+        "first for 0)" in text
+    )
     assert "(in 5XY0): L1 `step.mismatch` named 6XNN" in text

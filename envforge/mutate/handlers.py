@@ -73,11 +73,13 @@ def scope_at(source: str, line: int, suffix: str) -> str | None:
     return scope
 
 
+def _token(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w]){re.escape(name)}(?![\w])")
+
+
 def names_in(text: str, names: Iterable[str]) -> list[str]:
     """The ``names`` that appear in ``text`` as whole tokens (``8XY6``, not ``op_8xy6``)."""
-    return sorted(
-        n for n in set(names) if re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", text) is not None
-    )
+    return sorted(n for n in set(names) if _token(n).search(text) is not None)
 
 
 def finding_text(finding: Mapping[str, Any] | None) -> str:
@@ -152,6 +154,23 @@ class HandlerMap:
             if path == file or path.endswith("/" + file):
                 return file
         return Path(path).name
+
+    def first_named(self, finding: Mapping[str, Any] | None) -> str | None:
+        """The handler a finding names first: its crash site's, else the earliest name in its
+        words (an env's explain that leads with its likeliest culprit makes this that one)."""
+        site = crash_site(finding)
+        if site is not None:
+            file, scope, text = site
+            at_site = self.of_scope(self.relative(file), scope, text)
+            if len(at_site) == 1:
+                return at_site[0]
+        text = finding_text(finding)
+        found = [
+            (match.start(), n)
+            for n in self.universe
+            if (match := _token(n).search(text)) is not None
+        ]
+        return min(found)[1] if found else None
 
     def named(self, finding: Mapping[str, Any] | None) -> list[str]:
         """The handlers a finding names: in its words, or as the handler of its crash site."""

@@ -55,6 +55,9 @@ class Outcome:
     """The env's handlers the killing finding names (in its words, or as its crash site)."""
     handler_localized: bool | None = None
     """A kill of a mutant in a handler whose finding names that handler; None otherwise."""
+    first_named_handler: str | None = None
+    """The handler the finding names first (``HandlerMap.first_named``): the stricter reading,
+    since a finding may name every handler that wrote a diverging field."""
     finding_message: str = ""
     finding_explain: str = ""
     """The killing finding's message and ``[verify] explain`` text (truncated): enough to judge
@@ -121,6 +124,7 @@ def judge(
     out.finding_explain = truncated(str(extra.get("explain") or ""))
     if handlers is not None:
         out.named_handlers = handlers.named(finding)
+        out.first_named_handler = handlers.first_named(finding)
         if out.mutated_handlers:
             out.handler_localized = bool(set(out.mutated_handlers) & set(out.named_handlers))
     return out
@@ -214,6 +218,9 @@ class MutationReport:
             "declared": self.handlers,
             "kills_in_handlers": len(in_handler),
             "handler_localized": sum(bool(o.handler_localized) for o in in_handler),
+            "first_named_localized": sum(
+                o.first_named_handler in (o.mutated_handlers or []) for o in in_handler
+            ),
             "mean_named": sum(len(o.named_handlers) for o in in_handler) / len(in_handler)
             if in_handler
             else None,
@@ -301,7 +308,8 @@ class MutationReport:
         h = self.handler_summary()
         return (
             f"; by handler: {h['handler_localized']} of {h['kills_in_handlers']} kills of "
-            "mutants in a handler named it (the rest by field or crash site)"
+            f"mutants in a handler named it, {h['first_named_localized']} named it first (the "
+            "rest by field or crash site)"
         )
 
 
