@@ -5,12 +5,14 @@ finding names the mutated line's handler."""
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import ROOT
+from rich.console import Console
 
 from envforge.backends.jax import load_module
 from envforge.mutate.execute import MutantJob, MutantRun
@@ -219,6 +221,11 @@ def test_judge_asks_whether_the_finding_names_the_mutated_handler() -> None:
         "mean_named": pytest.approx(4 / 3),
     }
     assert data["mutants"][1]["named_handlers"] == ["6XNN"]
+    out = io.StringIO()
+    report.render(Console(file=out, width=400))
+    assert "by handler: 2 of 3 kills of mutants in a handler named it, 1 named it first" in (
+        out.getvalue()
+    )
     # without the env's handlers, the same kills are judged by field and crash site
     plain = judge(rust_kill(SHR, step_finding("6XNN")), source, fields)
     assert plain.mutated_handlers is None and plain.handler_localized is None
