@@ -70,11 +70,50 @@ def localized_text(data: dict[str, Any]) -> str:
             f"line-localized {pct(loc['line'])}."
         )
     met = "met" if targets["localization_met"] else "missed"
+    handlers = data.get("handlers") or {}
+    if handlers.get("declared"):  # campaigns before the handler measure have no such key
+        n, named = handlers["kills_in_handlers"], handlers["handler_localized"]
+        mean, first = handlers.get("mean_named"), handlers.get("first_named_localized")
+        return (
+            f"**localized {pct(loc['localized'])}** of kills (target 80%: {met}), by handler: "
+            f"of the {n} kills of mutants in an opcode handler, the finding named that handler "
+            f"for {named} ({pct(loc.get('handler'))}"
+            + (f"; a finding named {mean:.1f} handlers on average" if mean is not None else "")
+            + (f"; named it first for {first}" if first is not None else "")
+            + "); the other kills by field or crash site. Field-localized "
+            f"{pct(loc['field'])}, crash site in the mutated handler {pct(loc['site'])}, "
+            f"line-localized {pct(loc['line'])}."
+        )
     return (
         f"**localized {pct(loc['localized'])}** of kills (target 80%: {met}): "
         f"field-localized {pct(loc['field'])}, crash site in the mutated handler "
         f"{pct(loc['site'])}; line-localized {pct(loc['line'])}."
     )
+
+
+def is_localized(m: dict[str, Any]) -> bool:
+    """The headline judgement of one kill (``report.localized``): by handler when the mutated
+    line lies in one, else by field or crash site (older JSONs: field or crash site)."""
+    if m.get("mutated_handlers"):
+        return bool(m.get("handler_localized"))
+    return bool(m["field_localized"] or m.get("site_localized"))
+
+
+def handler_lines(killed: list[dict[str, Any]]) -> list[str]:
+    """Kills of mutants in a handler whose finding did not name it, with what it named."""
+    missed = [m for m in killed if m.get("mutated_handlers") and not m.get("handler_localized")]
+    if not missed:
+        return []
+    lines = ["", "Kills of mutants in an opcode handler whose finding did not name it:", ""]
+    for m in missed:
+        named = ", ".join(m.get("named_handlers") or []) or "no handler"
+        lines.append(
+            f"- `{m['id']}` {m['description']} (in {', '.join(m['mutated_handlers'])}): "
+            f"L{m['level']} `{m['check']}` named {named}; fields {m['finding_fields'] or 'none'}"
+        )
+        if m.get("finding_message"):
+            lines.append(f"  - said: {m['finding_message'][:300]}")
+    return lines
 
 
 def section(data: dict[str, Any], command: str) -> list[str]:
@@ -153,12 +192,15 @@ def section(data: dict[str, Any], command: str) -> list[str]:
                 f"- `{m['id']}` {m['description']}: L{m['level']} `{m['check']}` raised in "
                 f"`{m['handler']}`, the handler the mutant changes"
             )
-    unlocalized = [m for m in killed if not (m["field_localized"] or m.get("site_localized"))]
+    lines += handler_lines(killed)
+    unlocalized = [m for m in killed if not m.get("mutated_handlers") and not is_localized(m)]
     if unlocalized:
+        declared = (data.get("handlers") or {}).get("declared")
         lines += [
             "",
-            "Kills whose finding named neither a field the mutant changes nor a crash in the "
-            "mutated handler:",
+            ("Kills of mutants in no opcode handler whose " if declared else "Kills whose ")
+            + "finding named neither a field the mutant changes nor a crash in the mutated "
+            "handler:",
             "",
         ]
         for m in unlocalized:

@@ -202,4 +202,8 @@ class VerifySettings(FrozenModel):
     explain: str | None = None
     """``file.py:function`` (relative to the spec): ``f(state_before, action, keys) -> str``,
     text added to a step finding (e.g. which opcode handler wrote the diverging field)."""
+    handlers: str | None = None
+    """``file.py:function`` (relative to the spec): ``f(file, scope, text) -> list[str]``, the
+    handlers (opcode handlers) a source line of the port or reference belongs to, for the
+    handler-level localization of mutation campaigns (``envforge/mutate/handlers.py``)."""
     coverage_exclude: tuple[CoverageExclude, ...] = ()

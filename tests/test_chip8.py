@@ -186,3 +186,8 @@ def test_explain_names_the_handler_that_wrote_a_diverging_field():
     text = chip8.explain_step(state, 0, ["framebuffer", "V"])
     assert "no instruction of the reference's step wrote framebuffer" in text
     assert "V written in the reference's step by 6XNN (op_6xnn) at PC 0x200: V[1]" in text
+    # led by the first instruction that wrote a diverging field; PC by where control went
+    text = chip8.explain_step(state, 0, ["pc", "V"])
+    first = "first instruction of the step to write a diverging field: 6XNN (op_6xnn) at PC 0x200"
+    assert text.startswith(first + " (V)")
+    assert "pc written in the reference's step by 1NNN (op_1nnn) at PC 0x202: to 0x202" in text

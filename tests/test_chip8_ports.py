@@ -15,6 +15,7 @@ from conftest import ROOT, apply_patch
 from envforge.backends.base import Driver
 from envforge.backends.jax import JaxDriver, load_module
 from envforge.backends.python import PythonDriver
+from envforge.mutate.handlers import HandlerMap
 from envforge.prompts.render import estimate_tokens, repair_task
 from envforge.spec import load_spec
 from envforge.verify.context import VerifyContext
@@ -95,6 +96,13 @@ def test_jax_port_with_a_wrong_shift_flag_differs(spec, reference, tmp_path):  #
     )
     assert f"8XY6 (op_8xy6) at PC 0x{shr:03X}: V[3], V[15]" in finding.message
     assert "instructions run" in finding.extra["explain"]
+    # a campaign judges the kill by handler ([verify] handlers): the line is 8XY6's, and so
+    # is a handler the finding names
+    handlers = HandlerMap.for_spec(spec, {"chip8.py": JAX.read_text()})
+    assert handlers is not None
+    [line] = broken.lines
+    assert handlers.at("chip8.py", JAX.read_text(), line) == ["8XY6"]
+    assert "8XY6" in handlers.named(finding.to_dict())
     # the repair prompt names the handler, and shows memory and the screen only where they
     # differ (printed whole: ~24 k tokens)
     text = repair_task(finding, None, 1, "port/chip8.py", broken.path.read_text(), "0-3", [ROOT])
@@ -159,3 +167,8 @@ def test_a_panicking_rust_port_is_found_at_its_opcode_arm(spec, tmp_path):  # ty
     assert site_localized(as_stored, here, "port", original)
     elsewhere = Mutant("m", "arith", "src/chip8.rs", line + 5, "EXA1", mutated)  # the EXA1 arm
     assert not site_localized(as_stored, elsewhere, "port", original)
+    # and by handler ([verify] handlers): the arm is EX9E's, and the crash site names it
+    handlers = HandlerMap.for_spec(spec, {"src/chip8.rs": original})
+    assert handlers is not None and handlers.named(as_stored) == ["EX9E"]
+    assert handlers.at("src/chip8.rs", original, line) == ["EX9E"]
+    assert handlers.at("src/chip8.rs", original, line + 5) == ["EXA1"]

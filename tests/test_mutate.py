@@ -374,7 +374,13 @@ def test_a_crash_in_the_mutated_handler_is_a_localized_kill() -> None:
     assert not judge(crashed(in_step, ["pos"]), PY, ["tick"]).site_localized
     report = MutationReport("pong", "port", ["m.py"], [0], {}, 2, 0)
     report.outcomes = [here, there]
-    assert report.localization() == {"localized": 0.5, "field": 0.0, "site": 0.5, "line": 0.0}
+    assert report.localization() == {
+        "localized": 0.5,
+        "field": 0.0,
+        "site": 0.5,
+        "line": 0.0,
+        "handler": None,
+    }
     assert report.to_dict()["targets"]["localization_met"] is False
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from envforge.mutate.execute import MutantJob, MutantRun, run_jobs
 from envforge.mutate.generate import generate, sample
+from envforge.mutate.handlers import HandlerMap
 from envforge.mutate.mutant import Mutant
 from envforge.mutate.report import MutationReport, judge
 from envforge.mutate.sweep_plan import plan_sweep
@@ -115,6 +116,8 @@ def run_campaign(
         runs = run_jobs(jobs, parallel, time_limit_s, on_done)
         runs = _retime(runs, target.spec.verify.timeout_s, parallel, time_limit_s)
     fields = target.spec.field_names
-    report.outcomes = [judge(r, originals[r.job.mutant.file], fields) for r in runs]
+    handlers = HandlerMap.for_spec(target.spec, originals)
+    report.handlers = handlers is not None
+    report.outcomes = [judge(r, originals[r.job.mutant.file], fields, handlers) for r in runs]
     report.wall_s = time.perf_counter() - start
     return report

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from envforge.mutate.differential import DifferentialResult
 from envforge.mutate.execute import MutantRun
+from envforge.mutate.handlers import HandlerMap, truncated
 from envforge.mutate.triage import (
     affected_keys,
     differential_equivalence,
@@ -47,6 +48,20 @@ class Outcome:
     """A crash finding (no field) raised in the mutated handler (``triage.site_localized``)."""
     handler: str | None = None
     """The handler the finding's crash site lies in, when it names one."""
+    mutated_handlers: list[str] | None = None
+    """The env's handlers the mutated line belongs to (``[verify] handlers``; ``handlers.py``):
+    [] for a line in none, None when the env declares no handlers."""
+    named_handlers: list[str] = field(default_factory=list)
+    """The env's handlers the killing finding names (in its words, or as its crash site)."""
+    handler_localized: bool | None = None
+    """A kill of a mutant in a handler whose finding names that handler; None otherwise."""
+    first_named_handler: str | None = None
+    """The handler the finding names first (``HandlerMap.first_named``): the stricter reading,
+    since a finding may name every handler that wrote a diverging field."""
+    finding_message: str = ""
+    finding_explain: str = ""
+    """The killing finding's message and ``[verify] explain`` text (truncated): enough to judge
+    the kill again without running it."""
     equivalence: str | None = None
     witness: dict[str, Any] | None = None
     diff: str = ""
@@ -56,10 +71,14 @@ class Outcome:
     """The call limit of a first verify that timed out; this outcome is the re-run's."""
 
 
-def judge(run: MutantRun, original: str, state_fields: list[str]) -> Outcome:
+def judge(
+    run: MutantRun, original: str, state_fields: list[str], handlers: HandlerMap | None = None
+) -> Outcome:
     job, m = run.job, run.job.mutant
     out = Outcome(m.id, m.operator, m.file, m.line, m.description, "error", wall_s=run.wall_s)
     out.retimed_from = run.retimed_from
+    if handlers is not None:
+        out.mutated_handlers = handlers.at(m.file, original, m.line)
     diff = DifferentialResult.from_dict(run.differential) if run.differential else None
     affected = affected_keys(diff, state_fields)
     out.affected = sorted(affected)
@@ -100,8 +119,23 @@ def judge(run: MutantRun, original: str, state_fields: list[str]) -> Outcome:
     out.field_localized = field_localized(finding, affected)
     out.line_localized = line_localized(finding, m, job.target.side)
     out.site_localized = site_localized(finding, m, job.target.side, original)
-    out.handler = ((finding or {}).get("extra") or {}).get("handler")
+    out.handler = extra.get("handler")
+    out.finding_message = truncated(str((finding or {}).get("message") or ""))
+    out.finding_explain = truncated(str(extra.get("explain") or ""))
+    if handlers is not None:
+        out.named_handlers = handlers.named(finding)
+        out.first_named_handler = handlers.first_named(finding)
+        if out.mutated_handlers:
+            out.handler_localized = bool(set(out.mutated_handlers) & set(out.named_handlers))
     return out
+
+
+def localized(o: Outcome) -> bool:
+    """The headline judgement of a kill: by handler when its mutated line lies in one of the
+    env's handlers, else by field or crash site."""
+    if o.mutated_handlers:
+        return bool(o.handler_localized)
+    return bool(o.field_localized or o.site_localized)
 
 
 @dataclass
@@ -117,6 +151,8 @@ class MutationReport:
     """Mutants not generated: on lines marked ``envforge: no-mutate`` (``generate.NO_MUTATE``)."""
     outcomes: list[Outcome] = field(default_factory=list)
     wall_s: float = 0.0
+    handlers: bool = False
+    """The env declares its handlers (``[verify] handlers``): the headline judges by them."""
 
     def count(self, status: str) -> int:
         return sum(o.status == status for o in self.outcomes)
@@ -156,15 +192,40 @@ class MutationReport:
         return rows
 
     def localization(self) -> dict[str, float | None]:
+        """Shares of kills: ``localized`` (the headline: ``localized()``), ``field``, ``site``,
+        ``line``, and ``handler``: of the kills of mutants in a handler, those whose finding
+        named it (None when no kill was in one)."""
         kills = self.killed
+        in_handler = [o for o in kills if o.mutated_handlers]
+        out: dict[str, float | None] = {"localized": None, "field": None, "site": None}
+        out |= {"line": None, "handler": None}
+        if in_handler:
+            out["handler"] = sum(bool(o.handler_localized) for o in in_handler) / len(in_handler)
         if not kills:
-            return {"localized": None, "field": None, "site": None, "line": None}
+            return out
+        for key, judged in (
+            ("localized", localized),
+            ("field", lambda o: bool(o.field_localized)),
+            ("site", lambda o: bool(o.site_localized)),
+            ("line", lambda o: bool(o.line_localized)),
+        ):
+            out[key] = sum(judged(o) for o in kills) / len(kills)
+        return out
+
+    def handler_summary(self) -> dict[str, Any]:
+        """How the handler measure was taken: kills in a handler, how many named it, and how
+        many handlers a finding named on average (a finding naming many says less)."""
+        in_handler = [o for o in self.killed if o.mutated_handlers]
         return {
-            "localized": sum(bool(o.field_localized or o.site_localized) for o in kills)
-            / len(kills),
-            "field": sum(bool(o.field_localized) for o in kills) / len(kills),
-            "site": sum(bool(o.site_localized) for o in kills) / len(kills),
-            "line": sum(bool(o.line_localized) for o in kills) / len(kills),
+            "declared": self.handlers,
+            "kills_in_handlers": len(in_handler),
+            "handler_localized": sum(bool(o.handler_localized) for o in in_handler),
+            "first_named_localized": sum(
+                o.first_named_handler in (o.mutated_handlers or []) for o in in_handler
+            ),
+            "mean_named": sum(len(o.named_handlers) for o in in_handler) / len(in_handler)
+            if in_handler
+            else None,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -185,6 +246,7 @@ class MutationReport:
             "kill_rate": rate,
             "per_level": self.per_level(),
             "localization": loc,
+            "handlers": self.handler_summary(),
             "per_operator": self.per_operator(),
             "targets": {
                 "kill_rate": KILL_TARGET,
@@ -234,6 +296,7 @@ class MutationReport:
             f"(target {100 * KILL_TARGET:.0f}%); localized {_pct(loc['localized'])} "
             f"(target {100 * LOCALIZATION_TARGET:.0f}%): field {_pct(loc['field'])}, "
             f"crash site {_pct(loc['site'])}, line {_pct(loc['line'])}"
+            + (self._handler_text() if self.handlers else "")
         )
         for o in self.outcomes:
             if o.status in ("survived", "timeout", "error"):
@@ -243,6 +306,14 @@ class MutationReport:
                     console.print(f"  witness: {o.witness}", markup=False, highlight=False)
             elif o.status == "equivalent":
                 console.print(f"[yellow]equivalent[/] {o.id} {o.description}: {o.equivalence}")
+
+    def _handler_text(self) -> str:
+        h = self.handler_summary()
+        return (
+            f"; by handler: {h['handler_localized']} of {h['kills_in_handlers']} kills of "
+            f"mutants in a handler named it, {h['first_named_localized']} named it first (the "
+            "rest by field or crash site)"
+        )
 
 
 def _pct(value: float | None) -> str:

@@ -406,6 +406,8 @@ MISC_NAMES = {0x07: "FX07", 0x0A: "FX0A", 0x15: "FX15", 0x18: "FX18", 0x1E: "FX1
               0x29: "FX29", 0x33: "FX33", 0x55: "FX55", 0x65: "FX65"}  # fmt: skip
 FAMILY_NAMES = ("0NNN", "1NNN", "2NNN", "3XNN", "4XNN", "5XY0", "6XNN", "7XNN", "8XY?", "9XY0",
                 "ANNN", "BNNN", "CXNN", "DXYN", "EX??", "FX??")  # fmt: skip
+# instructions that decide the next PC (every instruction writes it: these choose where)
+CONTROL = {"00EE", "1NNN", "2NNN", "3XNN", "4XNN", "5XY0", "9XY0", "BNNN", "EX9E", "EXA1", "FX0A"}
 # which canonical field a transition key is computed from
 DERIVED = {"obs": "V", "reward": "memory", "terminated": "memory", "truncated": "frame"}
 
@@ -445,6 +447,8 @@ def _machine_fields(m: Chip8Breakout) -> dict[str, np.ndarray]:
 def _element(field: str, index: int) -> str:
     if field == "framebuffer":
         return f"framebuffer[{index // WIDTH}][{index % WIDTH}]"
+    if field == "pc":
+        return f"to 0x{index:03X}"
     return f"{field}[{index}]" if field in ("memory", "V", "stack") else field
 
 
@@ -464,6 +468,8 @@ def explain_step(state: dict[str, Any], action: Any, fields: list[str]) -> str:
     m._load()
     writes: dict[str, list[str]] = {}
     ran: list[str] = []
+    wanted = list(dict.fromkeys(DERIVED.get(f, f) for f in fields))
+    first = ""  # the first instruction run that wrote a diverging field: the likeliest culprit
     for _ in range(m.instructions_per_frame):
         pc = m.pc
         op = m.mem[pc] << 8 | m.mem[(pc + 1) & 0xFFF]
@@ -474,14 +480,18 @@ def explain_step(state: dict[str, Any], action: Any, fields: list[str]) -> str:
         ran.append(f"{name}@{pc:03X}")
         for field, old in before.items():
             changed = np.flatnonzero(old != after[field])
-            if field == "pc" or not len(changed):
+            if field == "pc" and name in CONTROL:  # where it went, not just pc + 2
+                changed = np.array([int(after["pc"][0])])
+            elif field == "pc" or not len(changed):
                 continue
             elements = ", ".join(_element(field, int(k)) for k in changed[:4])
             writes.setdefault(field, []).append(
                 f"{name} (op_{name.lower()}) at PC 0x{pc:03X}: {elements}"
             )
-    lines = []
-    for key in dict.fromkeys(DERIVED.get(f, f) for f in fields):
+            if not first and field in wanted:
+                first = f"{name} (op_{name.lower()}) at PC 0x{pc:03X} ({field})"
+    lines = [f"first instruction of the step to write a diverging field: {first}"] if first else []
+    for key in wanted:
         if key in writes:
             lines.append(f"{key} written in the reference's step by " + "; ".join(writes[key][:6]))
         elif key in ("delay_timer", "sound_timer", "frame", "keys"):
