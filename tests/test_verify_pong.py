@@ -233,7 +233,12 @@ JOBS: dict[str, Job] = {
     ),
     "missing_function": Job((("def to_canonical(", "def to_canonical_state("),)),
     "cartpole_reset_range": Job(
-        (("_uniform(seed, lane, -0.05, 0.05)", "_uniform(seed, lane, -0.08, 0.08)"),),
+        (
+            (
+                "uniform_from_seed(seed, lane, -0.05, 0.05)",
+                "uniform_from_seed(seed, lane, -0.08, 0.08)",
+            ),
+        ),
         (1,),
         spec=CARTPOLE_SPEC,
         port=CARTPOLE_PORT,
