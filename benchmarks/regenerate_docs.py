@@ -16,9 +16,9 @@ import platform
 import sys
 from pathlib import Path
 
+from envforge.bench.bench_report import BenchReport
 from envforge.bench.markdown import section
 from envforge.bench.measure import BenchSettings
-from envforge.bench.report import BenchReport
 from envforge.bench.suite import find_ports, run_bench
 from envforge.spec_lookup import spec_for_name
 

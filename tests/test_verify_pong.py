@@ -21,8 +21,8 @@ from conftest import PONG_PORT, PONG_SPEC, QUICK_SWEEP, ROOT, PatchedPort, apply
 from envforge.spec import load_spec
 from envforge.verify.context import VerifyOptions
 from envforge.verify.findings import Finding
-from envforge.verify.report import Report
 from envforge.verify.runner import verify
+from envforge.verify.verdict import Report
 
 CARTPOLE_SPEC = ROOT / "references" / "cartpole" / "env.toml"
 CARTPOLE_PORT = ROOT / "generated" / "cartpole" / "jax" / "cartpole.py"
