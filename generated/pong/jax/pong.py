@@ -141,7 +141,7 @@ def frame(state: EnvState, action: jax.Array) -> tuple[EnvState, jax.Array, jax.
 
     ball_x = state.ball_x + state.ball_vx
     ball_y = state.ball_y + state.ball_vy
-    moved_x, moved_y = ball_x, ball_y
+    moved_x, moved_y = ball_x, ball_y  # the speed layer places the ball again from these
 
     # walls: reflect the overshoot
     below = ball_y < f32(0.0)
