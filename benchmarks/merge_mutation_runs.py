@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from envforge.mutate.report import MutationReport, Outcome
+from envforge.mutate.mutation_report import MutationReport, Outcome
 
 SAME = ("env", "side", "files", "levels", "generated")
 OPTION_EXCEPTIONS = ("limit", "parallel", "seed_sweep_plan")

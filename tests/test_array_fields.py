@@ -18,7 +18,7 @@ from envforge.errors import SpecError
 from envforge.spec import EnvSpec, load_spec
 from envforge.verify.compare import compare_states, compare_transitions
 from envforge.verify.context import _first_element
-from envforge.verify.rollouts import Tally
+from envforge.verify.level3_rollouts import Tally
 from envforge.verify.strategies import field_strategy, sample_states
 
 LOW = [-10.0, -0.5, -0.4, -1.0]
@@ -215,7 +215,7 @@ def test_dotted_attributes_are_read_as_copies() -> None:
 def test_reset_distribution_finding_names_the_element() -> None:
     """Sync mode compares reset distributions element by element: the finding names the
     element whose distribution differs, and summarizes that element (not the whole array)."""
-    from envforge.verify.properties import _distribution_finding
+    from envforge.verify.level1_properties import _distribution_finding
 
     spec = make_spec()
     rng = np.random.default_rng(1)

@@ -25,11 +25,11 @@ import pytest
 from test_repair import OBSERVE, _needs_pong
 
 from envforge.agents.script_file import ScriptFileModel
+from envforge.batch.batch_report import BatchReport, to_markdown
 from envforge.batch.gate import CallRecord, Gate, Refusal
 from envforge.batch.manifest import load_manifest
 from envforge.batch.meter import BatchMeter, ResumeDiverged
 from envforge.batch.plan import plan_jobs
-from envforge.batch.report import BatchReport, to_markdown
 from envforge.batch.run_batch import RunOptions, batch_lock, run_batch
 from envforge.batch.run_job import best_level, final_steps_per_second
 from envforge.batch.store import BatchStore, JobKey

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from envforge.bench.bench_report import BenchReport
 from envforge.bench.ceiling import (
     Machine,
     StepCost,
@@ -29,7 +30,6 @@ from envforge.bench.measure import (
     interleaved,
     timed_runs,
 )
-from envforge.bench.report import BenchReport
 from envforge.bench.suite import best_limits
 from envforge.spec_lookup import default_port, spec_for_name
 
@@ -385,8 +385,8 @@ def test_a_reference_kind_without_a_speed_up_target_renders() -> None:
 
     from conftest import ROOT
 
+    from envforge.bench.bench_report import BenchReport
     from envforge.bench.markdown import section
-    from envforge.bench.report import BenchReport
 
     report = BenchReport.from_dict(json.loads((ROOT / "docs/bench/battle.json").read_text()))
     assert "no speed-up target for a node reference" in section(report, "img/bench-battle.png")

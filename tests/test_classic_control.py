@@ -205,19 +205,3 @@ def test_python_driver_drives_a_class_like_the_gymnasium_driver(tmp_path: Path) 
     np.testing.assert_array_equal(a.reward, b.reward)
     np.testing.assert_array_equal(a.terminated, b.terminated)
     assert not a.truncated.any() and python.source_files() == [source.resolve()]
-
-
-def test_cartpole_port_sin_cos_stay_within_float32_rounding() -> None:
-    """The CartPole JAX port's vectorized ``_sincos`` (XLA:CPU's ``jnp.sin``/``cos`` are scalar
-    libm calls) against float64 sin/cos, over the pole's range and far beyond it."""
-    from envforge.backends.jax import load_module
-
-    port = load_module(REPO / "generated" / "cartpole" / "jax" / "cartpole.py")
-    rng = np.random.default_rng(3)
-    atol = 1e-7  # about one float32 ulp of 1.0 (jnp.sin/cos: 3.3e-8)
-    for bound in (0.25, 4.0, 1e4):
-        x = rng.uniform(-bound, bound, 200_000).astype(np.float32)
-        x[:3] = (0.0, bound, -bound)
-        sin, cos = (np.asarray(v, np.float64) for v in port._sincos(x))
-        assert np.abs(sin - np.sin(x.astype(np.float64))).max() < atol
-        assert np.abs(cos - np.cos(x.astype(np.float64))).max() < atol

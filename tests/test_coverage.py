@@ -16,9 +16,9 @@ from envforge.backends.gymnasium import GymnasiumDriver
 from envforge.spec import load_spec
 from envforge.spec_lookup import spec_for_name
 from envforge.verify.context import VerifyOptions
-from envforge.verify.report import Report
 from envforge.verify.runner import verify
 from envforge.verify.strategies import sample_actions, sample_states
+from envforge.verify.verdict import Report
 
 ROOT = Path(__file__).resolve().parents[1]
 PONG_C = ROOT / "references/pong/pong.c"
@@ -208,7 +208,7 @@ def test_spec_exclusions_pick_a_line_and_its_block(tmp_path: Path) -> None:
 
 def test_the_agents_verify_text_names_reference_lines_never_run() -> None:
     from envforge.prompts.render import verify_result
-    from envforge.verify.report import LevelResult
+    from envforge.verify.verdict import LevelResult
 
     cov = LineCoverage(str(ROOT / "references/pong/pong.c"), "file", {10: 3, 11: 0, 12: 0})
     report = Report("pong", "pong.c", "port", [LevelResult(1, "pass", "ok", coverage=[cov])], [1])

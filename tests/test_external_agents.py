@@ -29,7 +29,7 @@ from envforge.external.workspace import CONFIG_FILE, TASK_FILES, load_config, wr
 from envforge.spec import load_spec
 from envforge.spec_lookup import spec_for_name
 from envforge.verify.findings import Finding, SourceLocation
-from envforge.verify.report import LevelResult, Report
+from envforge.verify.verdict import LevelResult, Report
 
 MCP_TOOLS = {"verify", "repair_prompt", "latest_report", "spec", "reference", "bench"}
 

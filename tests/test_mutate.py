@@ -290,7 +290,7 @@ def test_small_fixed_rust_campaign_builds_each_mutant_and_sets_aside_the_stillbo
 
 def test_judge_classifies_runs() -> None:
     from envforge.mutate.execute import MutantJob, MutantRun
-    from envforge.mutate.report import MutationReport, judge
+    from envforge.mutate.mutation_report import MutationReport, judge
     from envforge.mutate.workspace import Target
     from envforge.verify.context import VerifyOptions
 
@@ -345,7 +345,7 @@ def test_a_crash_in_the_mutated_handler_is_a_localized_kill() -> None:
     """A kill by an exception names no field; it is localized when the line it was raised at
     lies in the function the mutant changed, and only then."""
     from envforge.mutate.execute import MutantJob, MutantRun
-    from envforge.mutate.report import MutationReport, judge
+    from envforge.mutate.mutation_report import MutationReport, judge
     from envforge.mutate.workspace import Target
     from envforge.verify.context import VerifyOptions
 
@@ -390,7 +390,7 @@ def test_a_call_timeout_kill_is_rerun_with_a_longer_limit(monkeypatch) -> None: 
     times out again is a kill by timeout. Runs without a timeout finding are not re-run."""
     from envforge.mutate import campaign
     from envforge.mutate.execute import MutantJob, MutantRun
-    from envforge.mutate.report import judge
+    from envforge.mutate.mutation_report import judge
     from envforge.mutate.workspace import Target
     from envforge.verify.context import VerifyOptions
 

@@ -15,7 +15,7 @@ from envforge.prompts.sources import reference_sources
 from envforge.spec import EnvSpec
 from envforge.spec_lookup import spec_for_name
 from envforge.verify.findings import Finding, SourceLocation
-from envforge.verify.report import LevelResult, Report
+from envforge.verify.verdict import LevelResult, Report
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -247,6 +247,25 @@ def test_model_names_select_providers(monkeypatch: pytest.MonkeyPatch, tmp_path:
             open_model(bad)
 
 
+def test_one_selector_opens_offline_models_relative_to_a_root(tmp_path: Path) -> None:
+    """``translate`` and ``batch`` share ``open_model``: a manifest passes its folder as root."""
+    import json
+
+    from envforge.agents.script_file import ScriptFileModel
+    from envforge.agents.select import skip_calls
+
+    (tmp_path / "answers.json").write_text(json.dumps({"model": "m", "responses": []}))
+    scripted = open_model("scripted:answers.json", root=tmp_path)
+    assert isinstance(scripted, ScriptFileModel) and scripted.path == tmp_path / "answers.json"
+    assert scripted.name == "m"
+    absolute = open_model(f"scripted:{tmp_path / 'answers.json'}", root=Path("/elsewhere"))
+    assert isinstance(absolute, ScriptFileModel) and absolute.path == tmp_path / "answers.json"
+    skip_calls(scripted, 3)
+    assert scripted.position == 3
+    with pytest.raises(BadInput, match="model script not found"):
+        open_model("scripted:answers.json")  # relative to the working directory: not there
+
+
 def test_cli_prints_one_line_and_exits_2_when_the_key_is_rejected(
     server: FakeServer, tmp_path: Path
 ) -> None:

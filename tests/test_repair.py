@@ -13,6 +13,7 @@ from envforge.agents.loop import AgentLimits
 from envforge.agents.scripted import ScriptedModel, reply
 from envforge.cost.ledger import Ledger
 from envforge.cost.prices import user_price
+from envforge.made_by import declared_made_by
 from envforge.messages import ModelRequest, ModelResponse, Usage
 from envforge.repair.job import TranslateJob, run_translate_job
 from envforge.repair.orchestrate import RepairConfig
@@ -141,6 +142,7 @@ def test_scripted_agent_repairs_a_planted_bug_from_the_localized_finding(tmp_pat
     provenance = (tmp_path / "out" / "PROVENANCE.md").read_text()
     assert "| verdict | verified |" in provenance
     assert "| levels passed | L0, L1, L2 |" in provenance
+    assert declared_made_by(provenance) == "agent"  # the front matter every port declares
     assert "$0.077625" in provenance and "scripted-pong" in provenance
     for n in (1, 2, 3):
         snapshot = tmp_path / "ws" / "iterations" / f"0{n}"

@@ -18,8 +18,8 @@ from envforge.rng.draws import KIND_CODE
 from envforge.rng.recorder import RowLog, UnsupportedDraw, module_draws, recording
 from envforge.spec import EnvSpec, load_spec
 from envforge.verify.context import VerifyOptions
-from envforge.verify.report import Report
 from envforge.verify.runner import verify
+from envforge.verify.verdict import Report
 
 FROZENLAKE_SPEC = ROOT / "references" / "frozenlake" / "env.toml"
 FROZENLAKE_PORT = ROOT / "generated" / "frozenlake" / "jax" / "frozenlake.py"

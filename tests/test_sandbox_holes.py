@@ -27,8 +27,8 @@ from envforge.sandbox.docker import docker_available
 from envforge.sandbox.select import open_sandbox
 from envforge.spec_lookup import spec_for_name
 from envforge.verify.context import VerifyOptions
-from envforge.verify.report import Report
 from envforge.verify.runner import verify
+from envforge.verify.verdict import Report
 
 ROOT = Path(__file__).resolve().parents[1]
 PONG_PORT = ROOT / "generated/pong/jax/pong.py"

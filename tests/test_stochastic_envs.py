@@ -13,8 +13,8 @@ from conftest import ROOT, apply_patch
 
 from envforge.spec import load_spec
 from envforge.verify.context import VerifyOptions
-from envforge.verify.report import Report
 from envforge.verify.runner import verify
+from envforge.verify.verdict import Report
 
 QUICK = VerifyOptions(scale=0.1, isolate=False, sandbox=None)
 TAXI_SPEC = ROOT / "references" / "taxi" / "env.toml"

@@ -17,8 +17,8 @@ from envforge.train.config import l4_config
 from envforge.train.policy import Policy
 from envforge.train.ppo import TrainResult, network_for
 from envforge.verify.context import VerifyContext, VerifyOptions
+from envforge.verify.level4_transfer import run_direction
 from envforge.verify.runner import verify
-from envforge.verify.transfer import run_direction
 
 ROOT = Path(__file__).resolve().parents[1]
 

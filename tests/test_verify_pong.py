@@ -21,8 +21,8 @@ from conftest import PONG_PORT, PONG_SPEC, QUICK_SWEEP, ROOT, PatchedPort, apply
 from envforge.spec import load_spec
 from envforge.verify.context import VerifyOptions
 from envforge.verify.findings import Finding
-from envforge.verify.report import Report
 from envforge.verify.runner import verify
+from envforge.verify.verdict import Report
 
 CARTPOLE_SPEC = ROOT / "references" / "cartpole" / "env.toml"
 CARTPOLE_PORT = ROOT / "generated" / "cartpole" / "jax" / "cartpole.py"
@@ -233,7 +233,12 @@ JOBS: dict[str, Job] = {
     ),
     "missing_function": Job((("def to_canonical(", "def to_canonical_state("),)),
     "cartpole_reset_range": Job(
-        (("_uniform(seed, lane, -0.05, 0.05)", "_uniform(seed, lane, -0.08, 0.08)"),),
+        (
+            (
+                "uniform_from_seed(seed, lane, -0.05, 0.05)",
+                "uniform_from_seed(seed, lane, -0.08, 0.08)",
+            ),
+        ),
         (1,),
         spec=CARTPOLE_SPEC,
         port=CARTPOLE_PORT,

@@ -29,7 +29,6 @@ from envforge.messages import (
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
-PREFIX = "replay:"
 CONTEXT_CHARS = 60
 """Characters shown on each side of the first differing character of a mismatch."""
 
@@ -199,7 +198,3 @@ class ReplayModel:
             )
         self.position += 1
         return response_from_dict(response)
-
-
-def load_replay(model: str) -> ReplayModel:
-    return ReplayModel(model.removeprefix(PREFIX))

@@ -1,4 +1,8 @@
-"""The model name picks the provider: ``claude-…``, ``gemini-…``, ``openai:…``, ``replay:…``."""
+"""The one model selector: the name picks the provider (``claude-…``, ``gemini-…``,
+``openai:…``) or an offline model (``replay:<cassette.jsonl>``, ``scripted:<script.json>``).
+
+``envforge translate``, ``envforge init`` and ``envforge batch`` all open models here; a batch
+manifest passes its folder as ``root``, so its cassette and script paths are relative to it."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from pathlib import Path
 from envforge.agents.model import RetryPolicy, UnknownModel
 from envforge.messages import Model
 
-PROVIDER_PREFIXES = ("claude-", "gemini-", "openai:", "replay:")
+PROVIDER_PREFIXES = ("claude-", "gemini-", "openai:", "replay:", "scripted:")
 
 
 @dataclass(frozen=True)
@@ -25,20 +29,26 @@ def provider_of(name: str) -> str:
         if name.startswith(prefix):
             return prefix.rstrip("-:")
     raise UnknownModel(
-        f"unknown model {name!r}: names start with claude-, gemini-, openai: or replay: "
-        "(e.g. claude-sonnet-4-6, gemini-2.5-pro, openai:gpt-5, replay:run.jsonl)"
+        f"unknown model {name!r}: names start with claude-, gemini-, openai:, replay: or "
+        "scripted: (e.g. claude-sonnet-4-6, gemini-2.5-pro, openai:gpt-5, replay:run.jsonl, "
+        "scripted:answers.json)"
     )
 
 
-def open_model(name: str, options: ModelOptions | None = None) -> Model:
-    """The adapter for ``name``, wrapped in a recorder when asked. Raises BadInput subclasses."""
+def open_model(name: str, options: ModelOptions | None = None, root: Path | None = None) -> Model:
+    """The adapter for ``name``, wrapped in a recorder when asked. Paths of offline models are
+    relative to ``root`` when given (a manifest's folder). Raises BadInput subclasses."""
     options = options or ModelOptions()
     provider = provider_of(name)
     model: Model
     if provider == "replay":
-        from envforge.agents.cassette import load_replay
+        from envforge.agents.cassette import ReplayModel
 
-        return load_replay(name)
+        return ReplayModel(_relative(name.removeprefix("replay:"), root))
+    if provider == "scripted":
+        from envforge.agents.script_file import ScriptFileModel
+
+        return ScriptFileModel(_relative(name.removeprefix("scripted:"), root))
     if provider == "claude":
         from envforge.agents.anthropic_model import AnthropicModel
 
@@ -58,3 +68,18 @@ def open_model(name: str, options: ModelOptions | None = None) -> Model:
 
         model = RecordingModel(model, options.record_to)
     return model
+
+
+def skip_calls(model: Model, count: int) -> None:
+    """A resumed job's first ``count`` calls were answered from its call log: offline models
+    that answer by position move past them too (live providers need nothing)."""
+    from envforge.agents.cassette import ReplayModel
+    from envforge.agents.script_file import ScriptFileModel
+
+    if count and isinstance(model, ScriptFileModel | ReplayModel):
+        model.position += count
+
+
+def _relative(path: str, root: Path | None) -> Path:
+    candidate = Path(path).expanduser()
+    return candidate if candidate.is_absolute() or root is None else root / candidate

@@ -21,7 +21,7 @@ from envforge.repair.orchestrate import Measurer, Verifier
 from envforge.repair.throughput import Throughput
 from envforge.spec import EnvSpec
 from envforge.verify.context import VerifyOptions
-from envforge.verify.report import Report
+from envforge.verify.verdict import Report
 
 SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".hypothesis", "target"}
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from envforge.agents.select import skip_calls
 from envforge.batch.gate import CallRecord, Channel, ProgressUpdate, Refusal, budget_error
-from envforge.batch.manifest_model import skip_calls
 from envforge.cost.meter import BaseMeter
 from envforge.cost.prices import Price
 from envforge.errors import EnvforgeError

@@ -13,9 +13,9 @@ from decimal import Decimal
 from pathlib import Path
 
 from envforge.agents.loop import AgentLimits
+from envforge.agents.select import open_model
 from envforge.backends.reference_check import check_reference
 from envforge.batch.manifest import JobEntry, Manifest
-from envforge.batch.manifest_model import open_batch_model
 from envforge.cost.prices import Price, load_price_table, price_from_options
 from envforge.errors import BadInput
 from envforge.prompts.render import target
@@ -67,7 +67,7 @@ def _plan(manifest: Manifest, entry: JobEntry) -> JobPlan:
         spec = _spec(manifest, entry)
         check_reference(spec)  # a reference that cannot build would fail every verify
         target(entry.target)
-        model = open_batch_model(entry.model, manifest.root)
+        model = open_model(entry.model, root=manifest.root)
         price = price_from_options(
             entry.price_in, entry.price_out, entry.price_cache_read, entry.price_cache_write
         )

@@ -13,11 +13,11 @@ from typing import Literal
 
 from rich.console import Console
 
+from envforge.batch.batch_report import BatchReport, build_report
 from envforge.batch.gate import Gate
 from envforge.batch.manifest import Manifest
 from envforge.batch.plan import JobPlan, plan_jobs, with_sandbox
 from envforge.batch.progress import LiveProgress
-from envforge.batch.report import BatchReport, build_report
 from envforge.batch.store import FINISHED, BatchStore, JobKey
 from envforge.errors import BadInput
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from envforge.agents.model import one_line
+from envforge.agents.select import open_model
 from envforge.batch.gate import Channel, Gate, ProgressUpdate
-from envforge.batch.manifest_model import open_batch_model
 from envforge.batch.memo import CachedVerifier, cached_measurer
 from envforge.batch.meter import BatchMeter
 from envforge.batch.plan import JobPlan
@@ -78,7 +78,7 @@ def run_job(
         run=plan.run,
     )
     try:
-        model = open_batch_model(plan.model, plan.root)
+        model = open_model(plan.model, root=plan.root)
         commands = plan.config.verify.sandbox
         outcome = run_translate_job(
             job,

@@ -18,8 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from envforge import speed_layer
 from envforge.backends.jax import find_port_module, load_module
-from envforge.bench.measure import BenchSettings, Measurement, calls_run, interleaved
+from envforge.bench.measure import (
+    BenchSettings,
+    Measurement,
+    RunFn,
+    calls_run,
+    interleaved,
+)
 from envforge.spec import EnvSpec
 
 STEPS_PER_CALL = 1 << 16
@@ -156,23 +163,43 @@ def measure_jax(
     module = load_port(spec, port)
     weights = jax.tree_util.tree_map(jax.numpy.asarray, mlp_params(spec, settings.hidden))
     jobs = []
-    for resets in settings.reset_modes:
-        name = label if resets == "fresh" else f"{label}, first-state resets"
-        for policy in settings.policies:
-            for batch in settings.batch_sizes:
-                length = scan_length(batch, settings.steps_per_call)
-                carry = initial_carry(module, batch)
-                params = {**weights, "first": carry[0]}
-                start = time.perf_counter()
-                rollout = make_rollout(module, spec, policy, length, resets)
-                compiled = jax.jit(rollout).lower(carry, params).compile()
-                compile_s = time.perf_counter() - start
-                box = [carry]
-
-                def call(compiled: Any = compiled, box: list = box, params: Any = params) -> None:
-                    box[0] = compiled(box[0], params)
-                    jax.block_until_ready(box[0])
-
-                m = Measurement(name, "port", policy, batch, compile_s=compile_s)
-                jobs.append((m, calls_run(call, batch * length, settings.min_run_s)))
+    for layer in settings.speed_layers:
+        for resets in settings.reset_modes:
+            name = label + (", speed layer off" if layer == "off" else "")
+            name += ", first-state resets" if resets == "first" else ""
+            for policy in settings.policies:
+                for batch in settings.batch_sizes:
+                    with speed_layer.switched(layer == "on"):  # read while tracing
+                        row = Measurement(name, "port", policy, batch)
+                        jobs.append(_compiled_job(module, spec, settings, weights, row, resets))
     return interleaved(jobs, settings.repeats)
+
+
+def _compiled_job(
+    module: ModuleType,
+    spec: EnvSpec,
+    settings: BenchSettings,
+    weights: Any,
+    row: Measurement,
+    resets: str,
+) -> tuple[Measurement, RunFn]:
+    """The configuration of ``row`` traced and compiled (its compile time kept on ``row``), and
+    its timed run."""
+    import jax
+
+    batch, policy = row.batch, row.policy
+    length = scan_length(batch, settings.steps_per_call)
+    carry = initial_carry(module, batch)
+    params = {**weights, "first": carry[0]}
+    start = time.perf_counter()
+    rollout = make_rollout(module, spec, policy, length, resets)
+    compiled = jax.jit(rollout).lower(carry, params).compile()
+    compile_s = time.perf_counter() - start
+    box = [carry]
+
+    def call() -> None:
+        box[0] = compiled(box[0], params)
+        jax.block_until_ready(box[0])
+
+    row.compile_s = compile_s
+    return row, calls_run(call, batch * length, settings.min_run_s)

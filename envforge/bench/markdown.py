@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from envforge.bench.bench_report import (
+    CEILING_FACTOR,
+    JUDGED_POLICY,
+    TARGET_RATIO,
+    BenchReport,
+    fmt_sps,
+)
 from envforge.bench.ceiling import limits
-from envforge.bench.report import CEILING_FACTOR, JUDGED_POLICY, TARGET_RATIO, BenchReport, fmt_sps
 
 
 def _row(cells: list[str]) -> str:

@@ -35,6 +35,9 @@ class BenchSettings:
     """Env steps per jitted JAX call (batch x scan length, at least one scan step and at most
     2048); None: 65536 with at least 16 scan steps. Smaller makes a slow port's large batches
     affordable (MJX on a CPU: 65536 steps are minutes a call)."""
+    speed_layers: tuple[str, ...] = ("on",)
+    """JAX ports: ``envforge.speed_layer`` positions measured, ``on``, ``off`` or both (each
+    ``off`` row is labelled ``speed layer off``)."""
 
 
 @dataclass

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from envforge.backends.recipe import STRICT_XLA_FLAGS, port_kind
+from envforge.bench.bench_report import BenchReport
 from envforge.bench.measure import BenchSettings, Measurement
-from envforge.bench.report import BenchReport
 from envforge.errors import BadInput, EnvforgeError
 from envforge.spec import EnvSpec
 from envforge.spec_lookup import project_roots

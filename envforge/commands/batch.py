@@ -12,9 +12,9 @@ from rich.console import Console
 
 from envforge import bounds
 from envforge.backends.reference_check import build_reference
+from envforge.batch.batch_report import build_report, show_report, show_status, to_markdown
 from envforge.batch.manifest import load_manifest
 from envforge.batch.plan import plan_jobs
-from envforge.batch.report import build_report, show_report, show_status, to_markdown
 from envforge.batch.run_batch import RunOptions, run_batch
 from envforge.batch.store import open_existing
 from envforge.errors import BadInput

@@ -46,6 +46,11 @@ def bench_command(
     resets: str = typer.Option(
         "fresh,first", "--resets", help="JAX auto-reset: fresh (gymnax), first (Brax), or both."
     ),
+    speed_layer: str = typer.Option(
+        "on",
+        "--speed-layer",
+        help="JAX ports' speed layer (envforge/speed_layer.py): on, off, or on,off side by side.",
+    ),
     strict: bool = typer.Option(
         False, "--strict", help="Measure strict-float builds (no FMA) instead of fast ones."
     ),
@@ -73,6 +78,9 @@ def bench_command(
     reset_modes = tuple(r.strip() for r in resets.split(",") if r.strip())
     if not reset_modes or any(r not in ("fresh", "first") for r in reset_modes):
         raise BadInput(f"--resets: expected fresh, first or fresh,first, got {resets!r}")
+    layers = tuple(x.strip() for x in speed_layer.split(",") if x.strip())
+    if not layers or any(x not in ("on", "off") for x in layers):
+        raise BadInput(f"--speed-layer: expected on, off or on,off, got {speed_layer!r}")
     settings = BenchSettings(
         batch_sizes=_ints(batch, "--batch"),
         repeats=repeats,
@@ -82,6 +90,7 @@ def bench_command(
         max_python_batch=max_python_batch,
         reset_modes=reset_modes,
         steps_per_call=steps_per_call,
+        speed_layers=tuple(dict.fromkeys(layers)),
     )
     ports = find_ports(spec, target or None)
     command = "envforge " + " ".join(sys.argv[1:]) if sys.argv[1:] else f"envforge bench {env}"

@@ -46,7 +46,8 @@ def translate_command(
     model: str = typer.Option(
         "claude-sonnet-4-6",
         "--model",
-        help="claude-…, gemini-…, openai:<name>, or replay:<cassette.jsonl>.",
+        help="claude-…, gemini-…, openai:<name>, replay:<cassette.jsonl> or "
+        "scripted:<script.json>.",
     ),
     budget_usd: str = typer.Option(
         "2", "--budget-usd", help="Most this job may spend (USD); 'none' for no limit."

@@ -22,8 +22,8 @@ from envforge.external.workspace import WorkspaceConfig
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import reference_sources
 from envforge.verify.context import VerifyOptions
-from envforge.verify.report import Report
 from envforge.verify.runner import parse_levels, verify
+from envforge.verify.verdict import Report
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer

@@ -14,7 +14,7 @@ from envforge.errors import BadInput
 from envforge.prompts import render as prompts
 from envforge.spec import EnvSpec
 from envforge.verify.findings import Finding
-from envforge.verify.report import Report
+from envforge.verify.verdict import Report
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 """Where envforge's own files are: a traceback through them shows paths relative to it."""

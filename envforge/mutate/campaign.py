@@ -12,7 +12,7 @@ from envforge.mutate.execute import MutantJob, MutantRun, run_jobs
 from envforge.mutate.generate import generate, sample
 from envforge.mutate.handlers import HandlerMap
 from envforge.mutate.mutant import Mutant
-from envforge.mutate.report import MutationReport, judge
+from envforge.mutate.mutation_report import MutationReport, judge
 from envforge.mutate.sweep_plan import plan_sweep
 from envforge.mutate.workspace import Target
 from envforge.verify.context import VerifyOptions

@@ -43,7 +43,7 @@ class MutantJob:
 
 @dataclass
 class MutantRun:
-    """What came back from one worker (raw; judged in ``report.py``)."""
+    """What came back from one worker (raw; judged in ``mutation_report.py``)."""
 
     job: MutantJob
     report: dict[str, Any] | None = None

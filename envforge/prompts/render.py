@@ -22,7 +22,7 @@ from envforge.prompts.sources import SourceFile, reference_sources
 from envforge.rust_crates import RUST_CRATES
 from envforge.spec import EnvSpec
 from envforge.verify.findings import LEVEL_NAMES, Finding
-from envforge.verify.report import Report
+from envforge.verify.verdict import Report
 
 TEMPLATE_DIR = Path(__file__).parent
 CHARS_PER_TOKEN = 4

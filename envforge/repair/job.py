@@ -98,8 +98,8 @@ def new_run_id(spec: EnvSpec, target: str) -> str:
 
 
 def pricing_name(model: Model, requested: str) -> str:
-    """Replays are priced as the model they recorded."""
-    return model.name if provider_of(requested) == "replay" else requested
+    """Replays are priced as the model they recorded, scripts as the model they name."""
+    return model.name if provider_of(requested) in ("replay", "scripted") else requested
 
 
 def run_translate_job(

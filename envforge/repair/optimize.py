@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from envforge.prompts import render as prompts
 from envforge.repair.throughput import Throughput
-from envforge.verify.report import Report
+from envforge.verify.verdict import Report
 
 if TYPE_CHECKING:
     from envforge.repair.orchestrate import Iteration, RepairLoop

@@ -31,8 +31,8 @@ from envforge.sandbox.base import Sandbox
 from envforge.spec import EnvSpec
 from envforge.verify.context import VerifyOptions
 from envforge.verify.findings import Finding
-from envforge.verify.report import Report
 from envforge.verify.runner import parse_levels, verify
+from envforge.verify.verdict import Report
 
 ProgressFn = Callable[[str], None]
 Verifier = Callable[[EnvSpec, Path, list[int], VerifyOptions], Report]

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from envforge import __version__
+from envforge.made_by import front_matter
 from envforge.messages import Usage
 from envforge.repair.orchestrate import RepairConfig, RepairResult
 from envforge.spec import EnvSpec
@@ -35,6 +36,7 @@ def provenance_markdown(
     verdict = "verified" if result.verified else f"NOT VERIFIED ({result.status}: {result.message})"
     options = config.verify
     lines = [
+        front_matter("agent").rstrip("\n"),
         f"# Provenance: {spec.name} ({config.target} port)",
         "",
         f"Written by a coding agent through `envforge translate` (envforge {__version__}) and "

@@ -20,7 +20,7 @@ from envforge.errors import BadInput
 from envforge.messages import Message, part_to_dict
 from envforge.prompts.sources import SourceFile
 from envforge.spec import EnvSpec
-from envforge.verify.report import Report
+from envforge.verify.verdict import Report
 
 PROVENANCE = "PROVENANCE.md"
 

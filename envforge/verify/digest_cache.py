@@ -1,9 +1,9 @@
 """A reference's reset digests, kept on disk between verifications.
 
-The L1 seed sweep (``verify/properties.py``) compares block digests of every seed's reset state
-on both sides. The reference's side is the same for every port verified against it, and for a
-C reference it is most of the sweep's cost (pong: about 25 M seeds/s on one core, so about 3
-minutes for all 2^32 seeds). Its digests are therefore kept, one uint64 per block of
+The L1 seed sweep (``verify/level1_properties.py``) compares block digests of every seed's
+reset state on both sides. The reference's side is the same for every port verified against it,
+and for a C reference it is most of the sweep's cost (pong: about 25 M seeds/s on one core, so
+about 3 minutes for all 2^32 seeds). Its digests are therefore kept, one uint64 per block of
 ``SWEEP_BLOCK`` seeds from seed 0 up (8 MiB for all 2^32 seeds), in
 ``$ENVFORGE_CACHE/digests`` (default ``~/.cache/envforge/digests``), under a key made of the
 driver's :meth:`~envforge.backends.base.Driver.reset_fingerprint` (for C: the hash of the

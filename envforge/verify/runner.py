@@ -18,15 +18,15 @@ from envforge.spec import EnvSpec
 from envforge.verify.checked import CheckedDriver
 from envforge.verify.context import VerifyContext, VerifyOptions
 from envforge.verify.findings import Finding
-from envforge.verify.report import LevelResult, Report
 from envforge.verify.thrown import handler_of, thrown_at
+from envforge.verify.verdict import LevelResult, Report
 
 LEVEL_MODULES = {
-    0: "envforge.verify.contract",
-    1: "envforge.verify.properties",
-    2: "envforge.verify.interactions",
-    3: "envforge.verify.rollouts",
-    4: "envforge.verify.transfer",
+    0: "envforge.verify.level0_contract",
+    1: "envforge.verify.level1_properties",
+    2: "envforge.verify.level2_interactions",
+    3: "envforge.verify.level3_rollouts",
+    4: "envforge.verify.level4_transfer",
 }
 ProgressFn = Callable[[str], None]
 

@@ -22,8 +22,8 @@ from envforge.batch.run_job import conclude, run_job
 from envforge.errors import BadInput, EnvforgeError
 from envforge.spec import EnvSpec
 from envforge.verify.context import VerifyOptions
-from envforge.verify.report import Report
 from envforge.verify.runner import verify
+from envforge.verify.verdict import Report
 
 
 def _exit_with_parent(parent: int) -> None:

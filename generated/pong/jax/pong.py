@@ -6,7 +6,9 @@ contraction disabled (``XLA_FLAGS=--xla_cpu_max_isa=SSE4_2``), float32 results m
 build (``-O2 -ffp-contract=off``) bit for bit. Randomness replicates the reference's
 xorshift32 generator, carried in the state as ``rng``.
 
-Single-env, pure functions; the envforge JAX backend vmaps and jits them.
+Single-env, pure functions; the envforge JAX backend vmaps and jits them. What XLA:CPU needs to
+run them fast is in ``envforge/speed_layer.py``, called on the lines marked ``speed layer:``;
+it changes no bit, and ``ENVFORGE_SPEED_LAYER=off`` switches it off.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from envforge import speed_layer
 
 f32 = np.float32
 
@@ -116,46 +120,6 @@ def bounce_vy(vy: jax.Array, ball_y: jax.Array, paddle_y: jax.Array) -> jax.Arra
     return jnp.clip((vy + offset * DEFLECT) * SPEEDUP, -MAX_VY, MAX_VY)
 
 
-def _once(*flags: jax.Array) -> tuple[jax.Array, ...]:
-    """The same boolean flags, computed once per frame for the whole batch.
-
-    XLA:CPU copies cheap element-wise work into every consumer rather than storing it. The
-    frame's decisions feed all ten state fields, so each field would redo the frame's collision
-    logic (and, over the four frames of a step, that of every earlier frame). A remainder is
-    never copied that way: the flags are packed into bits, taken modulo 255 (an identity on
-    codes below 64) and unpacked, so XLA computes them in one pass and stores them."""
-    code = jnp.uint32(0)
-    for i, flag in enumerate(flags):
-        code = code | jnp.where(flag, jnp.uint32(1 << i), jnp.uint32(0))
-    code = code % jnp.uint32(255)
-    return tuple((code & jnp.uint32(1 << i)) != 0 for i in range(len(flags)))
-
-
-FLOAT_FIELDS = ("paddle_yl", "paddle_yr", "ball_x", "ball_y", "ball_vx", "ball_vy")
-ALL_ONES = np.uint32(0xFFFFFFFF)
-SHIFT = np.uint32(0x80000001)
-
-
-def _pin(value: jax.Array) -> jax.Array:
-    """``value``, computed once for the whole batch and stored (see ``_settle``).
-
-    Its bits, shifted by ``SHIFT`` (wrapping), are taken ``% 0xFFFFFFFF`` and shifted back. The
-    remainder is an identity on every pattern but the one the shift maps to all-ones, the NaN
-    0x7FFFFFFE, which comes back as 0x7FFFFFFF, another NaN: every number, infinity, signed zero
-    and denormal passes through bit for bit, and NaN stays NaN."""
-    bits = jax.lax.bitcast_convert_type(value, jnp.uint32)
-    return jax.lax.bitcast_convert_type((bits + SHIFT) % ALL_ONES - SHIFT, jnp.float32)
-
-
-def _settle(state: EnvState) -> EnvState:
-    """The same state, its float fields computed once per frame for the whole batch.
-
-    Without this, each output of a batched step (every field, the observation, the reward and
-    flags) would redo the float updates of all four frames: XLA:CPU copies cheap element-wise
-    work into every consumer. As in ``_once``, a remainder (which XLA does not copy) pins them."""
-    return state._replace(**{f: _pin(getattr(state, f)) for f in FLOAT_FIELDS})
-
-
 def reflect(ball_y: jax.Array, below: jax.Array, above: jax.Array) -> jax.Array:
     """Walls: reflect the overshoot."""
     return jnp.where(below, -ball_y, jnp.where(above, f32(2.0) * (HEIGHT - BALL) - ball_y, ball_y))
@@ -177,7 +141,7 @@ def frame(state: EnvState, action: jax.Array) -> tuple[EnvState, jax.Array, jax.
 
     ball_x = state.ball_x + state.ball_vx
     ball_y = state.ball_y + state.ball_vy
-    moved_x, moved_y = ball_x, ball_y
+    moved_x, moved_y = ball_x, ball_y  # the speed layer places the ball again from these
 
     # walls: reflect the overshoot
     below = ball_y < f32(0.0)
@@ -205,12 +169,14 @@ def frame(state: EnvState, action: jax.Array) -> tuple[EnvState, jax.Array, jax.
     scored_r = ball_x + BALL < f32(0.0)
     scored_l = ~scored_r & (ball_x > WIDTH)
 
-    # the state is updated from the decisions settled once (the same values, see _once)
-    below, above, hit_r, hit_l, scored_r, scored_l = _once(
+    # speed layer: the decisions settled once for the batch, the ball placed again from them
+    # (the same values; with ENVFORGE_SPEED_LAYER=off the flags pass through unchanged)
+    below, above, hit_r, hit_l, scored_r, scored_l = speed_layer.settle_flags(
         below, above, hit_r, hit_l, scored_r, scored_l
     )
     ball_y = reflect(moved_y, below, above)
     ball_x = place_returned(moved_x, hit_r, hit_l)
+
     ball_vy = jnp.where(below | above, -state.ball_vy, state.ball_vy)
     ball_vx = jnp.where(hit_r | hit_l, -state.ball_vx, state.ball_vx)
     ball_vy = jnp.where(
@@ -247,13 +213,13 @@ def step(
         state = jax.tree_util.tree_map(partial(jnp.where, point), state, after)
         total = jnp.where(point, total, total + reward)
         point = point | scored
-        state = _settle(state)
+        state = speed_layer.settle_floats(state)  # speed layer: stored once per frame
     state = state._replace(tick=state.tick + 1)
     terminated = (state.score_l >= WIN_SCORE) | (state.score_r >= WIN_SCORE)
     truncated = ~terminated & (state.tick >= MAX_TICKS)
-    # settled once too: an auto-reset loop's where(terminated | truncated, fresh, next) reads
-    # them in each state field's fusion, which would redo the scores and tick for each field
-    terminated, truncated = _once(terminated, truncated)
+    # speed layer: an auto-reset loop's where(terminated | truncated, fresh, next) would redo
+    # the scores and tick in each state field's fusion
+    terminated, truncated = speed_layer.settle_flags(terminated, truncated)
     return state, observe(state), total, terminated, truncated
 
 

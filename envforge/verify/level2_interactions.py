@@ -32,9 +32,9 @@ from envforge.errors import DriverFailure, DriverRaised
 from envforge.verify.compare import compare_states, compare_transitions
 from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding, to_jsonable
-from envforge.verify.report import LevelResult
 from envforge.verify.strategies import action_strategy, stack_actions
 from envforge.verify.tape import PairStep, pair_finding, step_pair
+from envforge.verify.verdict import LevelResult
 
 SEEDS = st.integers(0, 2**32 - 1)
 SHRINK_BUDGET_CALLS = 20_000
@@ -285,7 +285,7 @@ def _run_distributions(ctx: VerifyContext) -> LevelResult:
     """``[rng] step = "distribution"``: states reached after short action sequences, each side
     drawing afresh, compared as distributions (programs cannot be compared step by step)."""
     from envforge.verify.distribution import check_sequence_distributions
-    from envforge.verify.properties import start_states
+    from envforge.verify.level1_properties import start_states
 
     states = start_states(ctx, 21, max(1, ctx.spec.rng.states // 2))
     length = min(SEQUENCE_LENGTH, ctx.spec.verify.l2_steps)

@@ -27,8 +27,8 @@ from envforge.stats import ks_test
 from envforge.verify.context import VerifyContext, reset_mismatch
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.policies import Policy, rollout_policies
-from envforge.verify.report import LevelResult
 from envforge.verify.tape import pair_finding, step_pair
+from envforge.verify.verdict import LevelResult
 
 
 @dataclass

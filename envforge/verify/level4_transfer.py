@@ -43,8 +43,8 @@ from envforge.train.ppo import TrainResult
 from envforge.train.vec_env import DriverVecEnv
 from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding, to_jsonable
-from envforge.verify.report import LevelResult
-from envforge.verify.transfer_findings import LEVEL, Direction, direction_findings
+from envforge.verify.level4_transfer_findings import LEVEL, Direction, direction_findings
+from envforge.verify.verdict import LevelResult
 
 # ---- training ---------------------------------------------------------------------------------
 

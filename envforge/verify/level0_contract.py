@@ -24,7 +24,7 @@ from envforge.verify.compare import compare_states, values_close
 from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.policies import random_actions
-from envforge.verify.report import LevelResult
+from envforge.verify.verdict import LevelResult
 
 ROLLOUT_STEPS = 64
 BATCH = 16

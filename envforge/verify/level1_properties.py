@@ -26,7 +26,6 @@ from envforge.errors import DriverFailure
 from envforge.stats import ks_test, support_pvalue
 from envforge.verify.context import VerifyContext, reset_mismatch
 from envforge.verify.findings import Finding, to_jsonable
-from envforge.verify.report import LevelResult
 from envforge.verify.seed_sweep import check_reset_sweep
 from envforge.verify.strategies import (
     action_strategy,
@@ -37,6 +36,7 @@ from envforge.verify.strategies import (
     state_strategy,
 )
 from envforge.verify.tape import PairStep, pair_finding, step_pair
+from envforge.verify.verdict import LevelResult
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Level 4's data and findings: what one direction of transfer measured (``Direction``), and
 the findings that localize a failure — event rates and rewards, the episodes that differ most,
 and the first transition that disagrees along the trained policies' own episodes
-(``probe_mismatch``). The level itself is ``transfer.py``."""
+(``probe_mismatch``). The level itself is ``level4_transfer.py``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from envforge.train.policy import Policy
 from envforge.train.ppo import TrainResult
 from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding
-from envforge.verify.rollouts import Tally, compared_episodes
+from envforge.verify.level3_rollouts import Tally, compared_episodes
 
 LEVEL = 4
 
