@@ -18,7 +18,7 @@ from envforge.backends.jax import load_module
 from envforge.mutate.execute import MutantJob, MutantRun
 from envforge.mutate.handlers import HandlerMap, finding_text, names_in, scope_at
 from envforge.mutate.mutant import Mutant
-from envforge.mutate.report import MutationReport, judge
+from envforge.mutate.mutation_report import MutationReport, judge
 from envforge.mutate.workspace import Target
 from envforge.spec import load_spec
 from envforge.verify.context import VerifyOptions
