@@ -12,7 +12,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import sys
 from pathlib import Path
 
@@ -91,7 +90,7 @@ def main() -> int:
         "what it gains, measured on and off side by side, is in `docs/SPEED_LAYER.md`.",
         "",
         f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB RAM, "
-        f"{platform.system()} {platform.release()}, Python {platform.python_version()}. "
+        f"{machine.get('system') or 'kernel and Python not recorded in the JSON'}. "
         "The ceiling's inputs, copy bandwidth and float32 matmul FLOP/s, are measured before "
         "and after each env's run and the better of the two is used (they are listed under "
         "each env: on this shared VM a single measurement has ranged over 2x the same day). "

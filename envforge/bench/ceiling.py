@@ -68,6 +68,9 @@ class Machine:
     bandwidth_by_footprint: list[list[float]] | None = None
     """``[footprint_bytes, GB/s]`` of copies whose source and destination together span the
     footprint, smallest first (``bandwidth_gbs`` is the DRAM figure, a 512 MiB footprint)."""
+    system: str | None = None
+    """Kernel and Python of the measuring run (``Linux 6.1.0, Python 3.11.2``); not recorded
+    before 2026-12-02."""
 
     def bandwidth_at(self, footprint: float) -> float:
         """GB/s for a working set of ``footprint`` bytes: the best copy measured at any
@@ -181,6 +184,7 @@ def measure_machine() -> Machine:
         peak_gflops=measure_peak_flops(),
         load_before=(load[0], load[1], load[2]),
         bandwidth_by_footprint=measure_bandwidth_by_footprint(),
+        system=f"{platform.system()} {platform.release()}, Python {platform.python_version()}",
     )
 
 
