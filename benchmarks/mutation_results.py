@@ -7,6 +7,8 @@
     .venv/bin/python benchmarks/mutation_results.py --envs halfcheetah --targets jax --max 20 \
         --scale 0.3 --jobs 1 --no-differential    # MJX: jaxlib's batched Cholesky hung in-process
     .venv/bin/python benchmarks/mutation_results.py --render-only         # the page from the JSONs
+    .venv/bin/python benchmarks/mutation_results.py --envs uno --rerun clip:294:1 \
+        --time-limit 3600 --why "its full differential outlasted the campaign's worker limit"
 
 Each campaign is `envforge mutate <env> --target T --max N --scale S [--seed-sweep K --jobs J]`;
 its JSON goes to
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.mutate.campaign import run_campaign
+from envforge.mutate.rerun import put_back
 from envforge.mutate.workspace import resolve_target
 from envforge.spec_lookup import spec_for_name
 from envforge.verify.context import VerifyOptions
@@ -173,6 +176,21 @@ def section(data: dict[str, Any], command: str) -> list[str]:
                 *("  " + d for d in m["diff"].rstrip().splitlines()),
                 "  ```",
             ]
+    for again in data.get("reruns", []):
+        lines += [
+            "",
+            f"Re-run alone after the campaign ({again['when']}, worker limit "
+            f"{again['time_limit_s']:.0f} s): {again['reason']}.",
+            "",
+        ]
+        for m in (m for m in data["mutants"] if m["id"] in again["ids"]):
+            was = m.get("rerun") or {}
+            lines.append(
+                f"- `{m['id']}`: in the campaign {was.get('campaign_status')} after "
+                f"{was.get('campaign_wall_s', 0):.0f} s; alone: {m['status']}"
+                + (f" ({m['equivalence']})" if m.get("equivalence") else "")
+                + f" in {m['wall_s']:.0f} s"
+            )
     retimed = [m for m in data["mutants"] if m.get("retimed_from")]
     if retimed:
         lines += [
@@ -222,6 +240,40 @@ def said(run: Any) -> str:
     return "timed out" if run.timed_out else (run.error[:120] or "no finding")
 
 
+def rerun(args: argparse.Namespace) -> None:
+    """Run ``--rerun``'s mutants of each recorded ``--envs`` x ``--targets`` campaign again,
+    alone, with the options the campaign recorded, and put their outcomes back."""
+    if not args.why:
+        sys.exit("--rerun needs --why: the reason is recorded beside the outcome")
+    ids = args.rerun.split(",")
+    for env, kind in ((e, t) for e in args.envs.split(",") for t in args.targets.split(",")):
+        path = OUT / (f"{env}.json" if kind == "jax" else f"{env}-{kind}.json")
+        campaign = json.loads(path.read_text())
+        recorded = campaign["options"]
+        options = VerifyOptions(
+            **{k: recorded[k] for k in VerifyOptions.__dataclass_fields__ if k in recorded}
+        )
+        print(f"re-running {ids} of {path.name} alone", file=sys.stderr, flush=True)
+        again = run_campaign(
+            resolve_target(spec_for_name(env), "port", kind, None),
+            list(campaign["levels"]),
+            options,
+            parallel=1,
+            time_limit_s=args.time_limit,
+            only=ids,
+            differential="--no-differential" not in campaign.get("command", ""),
+            progress=lambda done, total, run: print(
+                f"  {done}/{total} {run.job.mutant.id} {run.wall_s:.0f} s: {said(run)}",
+                file=sys.stderr,
+                flush=True,
+            ),
+        )
+        when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        path.write_text(
+            json.dumps(put_back(campaign, again, args.why, when, args.time_limit), indent=2)
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", default="pong,cartpole")
@@ -242,8 +294,19 @@ def main() -> int:
         help="skip the differential test (no triage or localization), as `envforge mutate`",
     )
     parser.add_argument("--render-only", action="store_true", help="rewrite the page only")
+    parser.add_argument(
+        "--rerun",
+        default=None,
+        help="mutant ids (comma-separated) of the env's recorded campaign to run again alone, "
+        "with the campaign's options and --time-limit; their outcomes replace the recorded ones",
+    )
+    parser.add_argument("--time-limit", type=float, default=900.0, help="seconds per mutant")
+    parser.add_argument("--why", default="", help="with --rerun: the reason, recorded")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
+    if args.rerun:
+        rerun(args)
+        args.render_only = True
     campaigns = [] if args.render_only else args.envs.split(",")
     sweep = None if args.seed_sweep is None else parse_seed_sweep(args.seed_sweep)
     for env, kind in ((e, t) for e in campaigns for t in args.targets.split(",")):

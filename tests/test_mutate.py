@@ -463,3 +463,30 @@ def test_campaign_sweep_plan_keeps_the_reference_and_fits_the_budget(monkeypatch
     assert len(notes) == 1 and n < 1 << 23 and n & (n - 1) == 0
     assert n * info["seconds_per_seed"] <= 0.001 or n == 4096
     assert plan_sweep(target(600.0), [0, 2, 3], VerifyOptions(), 2, notes.append) == (1 << 23, {})
+
+
+def test_a_mutant_rerun_alone_replaces_its_campaign_outcome_and_the_rates() -> None:
+    """A survivor whose differential outlasted the worker's limit, run again alone and found
+    equivalent: the campaign's kill rate is computed again and the re-run is recorded."""
+    from envforge.mutate.mutation_report import MutationReport, Outcome
+    from envforge.mutate.rerun import put_back, report_from_dict
+
+    killed = Outcome("arith:1:1", "arith", "m.py", 1, "", "killed", level=1, field_localized=True)
+    unknown = Outcome("clip:2:1", "clip", "m.py", 2, "", "survived", error="no full differential")
+    report = MutationReport("m", "port", ["m.py"], [0, 1], {}, 9, 1, exempt=2)
+    report.outcomes = [killed, unknown]
+    campaign = report.to_dict() | {"command": "envforge mutate m --max 2", "target": "jax"}
+    assert campaign["kill_rate"] == 0.5
+    assert report_from_dict(campaign).to_dict() == report.to_dict()  # a lossless round trip
+    again = MutationReport("m", "port", ["m.py"], [0, 1], {}, 9, 1)
+    again.outcomes = [Outcome("clip:2:1", "clip", "m.py", 2, "", "equivalent", wall_s=30.0)]
+    data = put_back(campaign, again, "the differential timed out", "2026-12-02", 3600.0)
+    assert data["kill_rate"] == 1.0 and data["non_equivalent"] == 1
+    assert data["command"] == campaign["command"] and data["exempt"] == 2
+    [redone] = [m for m in data["mutants"] if m["id"] == "clip:2:1"]
+    assert redone["rerun"]["campaign_status"] == "survived"
+    assert data["reruns"][0]["ids"] == ["clip:2:1"]
+    stray = MutationReport("m", "port", ["m.py"], [0, 1], {}, 9, 1)
+    stray.outcomes = [Outcome("sign:9:1", "sign", "m.py", 9, "", "killed")]
+    with pytest.raises(ValueError, match="sign:9:1"):
+        put_back(campaign, stray, "x", "y", 1.0)

@@ -69,6 +69,9 @@ class Outcome:
     error: str = ""
     retimed_from: float | None = None
     """The call limit of a first verify that timed out; this outcome is the re-run's."""
+    rerun: dict[str, Any] | None = None
+    """Set when this outcome comes from running the mutant again alone, after its campaign
+    (``mutate/rerun.py``): why, with which time limit, when, and the campaign's own outcome."""
 
 
 def judge(
