@@ -258,7 +258,7 @@ def rerun(args: argparse.Namespace) -> None:
             resolve_target(spec_for_name(env), "port", kind, None),
             list(campaign["levels"]),
             options,
-            parallel=1,
+            parallel=args.jobs or 1,
             time_limit_s=args.time_limit,
             only=ids,
             differential="--no-differential" not in campaign.get("command", ""),
