@@ -179,7 +179,7 @@ def section(data: dict[str, Any], command: str) -> list[str]:
     for again in data.get("reruns", []):
         lines += [
             "",
-            f"Re-run alone after the campaign ({again['when']}, worker limit "
+            f"Re-run after the campaign, apart from it ({again['when']}, worker limit "
             f"{again['time_limit_s']:.0f} s): {again['reason']}.",
             "",
         ]
@@ -187,7 +187,7 @@ def section(data: dict[str, Any], command: str) -> list[str]:
             was = m.get("rerun") or {}
             lines.append(
                 f"- `{m['id']}`: in the campaign {was.get('campaign_status')} after "
-                f"{was.get('campaign_wall_s', 0):.0f} s; alone: {m['status']}"
+                f"{was.get('campaign_wall_s', 0):.0f} s; re-run: {m['status']}"
                 + (f" ({m['equivalence']})" if m.get("equivalence") else "")
                 + f" in {m['wall_s']:.0f} s"
             )
