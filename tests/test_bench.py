@@ -368,15 +368,16 @@ def test_a_small_copy_is_repeated_until_256_mib_are_timed(monkeypatch: pytest.Mo
     assert sum(calls) == 2 * 300 * 2**20 and len(calls) == 2 * (os.cpu_count() or 1)
 
 
-def test_bench_cli_rejects_bad_flags() -> None:
+@pytest.mark.parametrize(("flag", "value"), [("--policy", "greedy"), ("--speed-layer", "fast")])
+def test_bench_cli_rejects_bad_flags(flag: str, value: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "envforge.cli", "bench", "pong", "--policy", "greedy"],
+        [sys.executable, "-m", "envforge.cli", "bench", "pong", flag, value],
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=60,
     )
-    assert proc.returncode == 2 and "--policy" in proc.stderr
+    assert proc.returncode == 2 and flag in proc.stderr
 
 
 def test_a_reference_kind_without_a_speed_up_target_renders() -> None:

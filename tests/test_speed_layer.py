@@ -122,17 +122,3 @@ def test_bench_measures_both_positions_side_by_side(monkeypatch) -> None:
         "jax port, speed layer off, first-state resets",
     ]
     assert isinstance(rows[0].compile_s, float)
-
-
-def test_bench_rejects_an_unknown_speed_layer_position() -> None:
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "envforge.cli", "bench", "pong", "--speed-layer", "fast"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
-    assert proc.returncode == 2 and "--speed-layer" in proc.stderr
