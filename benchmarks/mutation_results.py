@@ -33,6 +33,8 @@ from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_seed_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
+TIME_LIMIT_S = 900.0
+"""`envforge mutate --time-limit`'s default."""
 OUT = ROOT / "docs" / "mutate"
 
 
@@ -180,7 +182,9 @@ def section(data: dict[str, Any], command: str) -> list[str]:
         lines += [
             "",
             f"Re-run after the campaign, apart from it ({again['when']}, worker limit "
-            f"{again['time_limit_s']:.0f} s): {again['reason']}.",
+            f"{again['time_limit_s']:.0f} s"
+            + (f", {again['wall_s'] / 60:.0f} min" if "wall_s" in again else "")
+            + f"): {again['reason']}.",
             "",
         ]
         for m in (m for m in data["mutants"] if m["id"] in again["ids"]):
@@ -231,6 +235,23 @@ def section(data: dict[str, Any], command: str) -> list[str]:
     return lines + [""]
 
 
+def campaign_path(env: str, kind: str) -> Path:
+    """Where a campaign's JSON lives: ``<env>.json`` for the JAX port, else ``<env>-<kind>.json``."""
+    return OUT / (f"{env}.json" if kind == "jax" else f"{env}-{kind}.json")
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def print_progress(done: int, total: int, run: Any) -> None:
+    print(
+        f"  {done}/{total} {run.job.mutant.id} {run.wall_s:.0f} s: {said(run)}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def said(run: Any) -> str:
     """One mutant's first finding (level, check, fields) or error, for the progress log: what
     a campaign stopped before its end still tells."""
@@ -247,7 +268,7 @@ def rerun(args: argparse.Namespace) -> None:
         sys.exit("--rerun needs --why: the reason is recorded beside the outcome")
     ids = args.rerun.split(",")
     for env, kind in ((e, t) for e in args.envs.split(",") for t in args.targets.split(",")):
-        path = OUT / (f"{env}.json" if kind == "jax" else f"{env}-{kind}.json")
+        path = campaign_path(env, kind)
         campaign = json.loads(path.read_text())
         recorded = campaign["options"]
         options = VerifyOptions(
@@ -262,16 +283,10 @@ def rerun(args: argparse.Namespace) -> None:
             time_limit_s=args.time_limit,
             only=ids,
             differential="--no-differential" not in campaign.get("command", ""),
-            progress=lambda done, total, run: print(
-                f"  {done}/{total} {run.job.mutant.id} {run.wall_s:.0f} s: {said(run)}",
-                file=sys.stderr,
-                flush=True,
-            ),
+            progress=print_progress,
         )
-        when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-        path.write_text(
-            json.dumps(put_back(campaign, again, args.why, when, args.time_limit), indent=2)
-        )
+        data = put_back(campaign, again, args.why, utc_now(), args.time_limit)
+        path.write_text(json.dumps(data, indent=2))
 
 
 def main() -> int:
@@ -297,10 +312,16 @@ def main() -> int:
     parser.add_argument(
         "--rerun",
         default=None,
-        help="mutant ids (comma-separated) of the env's recorded campaign to run again alone, "
+        help="mutant ids (comma-separated) of the env's recorded campaign to run again apart "
+        "from it, "
         "with the campaign's options and --time-limit; their outcomes replace the recorded ones",
     )
-    parser.add_argument("--time-limit", type=float, default=900.0, help="seconds per mutant")
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=TIME_LIMIT_S,
+        help="seconds one mutant's verify may take (a campaign's, or --rerun's), as `envforge mutate`",
+    )
     parser.add_argument("--why", default="", help="with --rerun: the reason, recorded")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -321,12 +342,9 @@ def main() -> int:
             limit=args.max,
             seed=args.seed,
             parallel=args.jobs or os.cpu_count() or 1,
+            time_limit_s=args.time_limit,
             differential=not args.no_differential,
-            progress=lambda done, total, run: print(
-                f"  {done}/{total} {run.job.mutant.id} {run.wall_s:.0f} s: {said(run)}",
-                file=sys.stderr,
-                flush=True,
-            ),
+            progress=print_progress,
             note=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True),
         )
         data = report.to_dict()
@@ -336,13 +354,13 @@ def main() -> int:
             + ("" if args.seed_sweep is None else f" --seed-sweep {args.seed_sweep}")
             + (f" --jobs {args.jobs}" if args.jobs else "")
             + (" --no-differential" if args.no_differential else "")
+            + (f" --time-limit {args.time_limit:g}" if args.time_limit != TIME_LIMIT_S else "")
         )
         data["target"] = kind
-        data["measured"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        data["measured"] = utc_now()
         data["load_before"] = list(started)
-        name = f"{env}.json" if kind == "jax" else f"{env}-{kind}.json"
-        (OUT / name).write_text(json.dumps(data, indent=2))
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        campaign_path(env, kind).write_text(json.dumps(data, indent=2))
+    now = utc_now()
     lines = [
         "# Mutation testing results",
         "",

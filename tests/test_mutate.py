@@ -478,7 +478,7 @@ def test_a_mutant_rerun_alone_replaces_its_campaign_outcome_and_the_rates() -> N
     campaign = report.to_dict() | {"command": "envforge mutate m --max 2", "target": "jax"}
     assert campaign["kill_rate"] == 0.5
     assert report_from_dict(campaign).to_dict() == report.to_dict()  # a lossless round trip
-    again = MutationReport("m", "port", ["m.py"], [0, 1], {}, 9, 1)
+    again = MutationReport("m", "port", ["m.py"], [0, 1], {}, 9, 1, wall_s=30.0)
     again.outcomes = [Outcome("clip:2:1", "clip", "m.py", 2, "", "equivalent", wall_s=30.0)]
     data = put_back(campaign, again, "the differential timed out", "2026-12-02", 3600.0)
     assert data["kill_rate"] == 1.0 and data["non_equivalent"] == 1
@@ -486,6 +486,7 @@ def test_a_mutant_rerun_alone_replaces_its_campaign_outcome_and_the_rates() -> N
     [redone] = [m for m in data["mutants"] if m["id"] == "clip:2:1"]
     assert redone["rerun"]["campaign_status"] == "survived"
     assert data["reruns"][0]["ids"] == ["clip:2:1"]
+    assert data["wall_s"] == campaign["wall_s"] and data["reruns"][0]["wall_s"] == again.wall_s
     stray = MutationReport("m", "port", ["m.py"], [0, 1], {}, 9, 1)
     stray.outcomes = [Outcome("sign:9:1", "sign", "m.py", 9, "", "killed")]
     with pytest.raises(ValueError, match="sign:9:1"):

@@ -63,8 +63,7 @@ def put_back(
             "campaign_error": old.error,
         }
         report.outcomes[index[new.id]] = new
-    report.wall_s += again.wall_s
-    data = report.to_dict()
+    data = report.to_dict()  # wall_s stays the campaign's; the re-run's is in its entry
     data.update({k: campaign[k] for k in _KEPT_KEYS if k in campaign})
     data["reruns"] = [
         *campaign.get("reruns", []),
@@ -73,6 +72,7 @@ def put_back(
             "reason": reason,
             "when": when,
             "time_limit_s": limit_s,
+            "wall_s": round(again.wall_s, 1),
         },
     ]
     return data
