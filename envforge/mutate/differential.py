@@ -71,8 +71,9 @@ FULL = Effort(
 BATCH = 4096
 ACTIONS_PER_STATE = 8
 """Sampled states are stepped under every discrete action up to this many actions; beyond it,
-under this many per state (rotated so every action is taken): measured on UNO (61 actions,
-tape mode) a light differential spent ~17 min stepping 512 single states under all 61."""
+under this many per state (rotated so every action is taken). On UNO (61 actions, tape mode)
+488 single-state calls took 16 s, so stepping 512 single states under all 61 would take ~17 min
+per mutant (an estimate from that measurement, not a run)."""
 SINGLE_ACTIONS_PER_STATE = 4
 """The same cap for states stepped one per call (each call costs ~30 ms on UNO's tape path)."""
 
