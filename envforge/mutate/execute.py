@@ -1,8 +1,9 @@
 """Run the verifier on many mutants in parallel, each in its own process with a time limit.
 
 A worker materializes its mutant, runs ``verify`` on it (whose drivers are isolated in their
-own processes, as always), sends the report back, then runs the differential test in-process
-(light for killed mutants, full for survivors) and sends that. The parent keeps at most
+own processes, as always), sends the report back, then runs the differential test on the
+original and the mutant, each again in its own process unless isolation is off (light for
+killed mutants, full for survivors), and sends that. The parent keeps at most
 ``jobs`` workers alive, and stops one that passes its time limit with SIGTERM (the worker's
 ``verify`` then closes its drivers) and, if need be, SIGKILL.
 """
@@ -61,7 +62,7 @@ class MutantRun:
 
 def _worker(job: MutantJob, conn: Connection) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds verify's finally
-    from envforge.backends.recipe import build_driver
+    from envforge.backends.recipe import open_driver
     from envforge.mutate.differential import FULL, LIGHT, Differential
     from envforge.mutate.triage import reaches_reset
     from envforge.mutate.workspace import materialize, recipes
@@ -83,20 +84,29 @@ def _worker(job: MutantJob, conn: Connection) -> None:
             return
         conn.send(("phase", "differential"))
         original, mutated = recipes(job.target, spec, port, job.options.strict_float)
-        os.environ.update(original.env)  # strict XLA flags, before jax is imported here
+        # each side in its own process, as in verify: two MJX drivers in one process hung
+        # (XLA's 2-thread pool, each side's batched Cholesky waiting on the other's sub-tasks),
+        # and a call that hangs anyway meets the spec's call limit, not the worker's
+        if not job.options.isolate:
+            os.environ.update(original.env)  # strict XLA flags, before jax is imported here
+        timeout_s = job.options.timeout_s
         # checked drivers cast to the spec's dtypes, as the verifier's levels see them
-        diff = Differential(
-            CheckedDriver(build_driver(original)),
-            CheckedDriver(build_driver(mutated)),
-            job.options.seed,
-        )
+        sides = [
+            CheckedDriver(open_driver(r, job.options.isolate, timeout_s))
+            for r in (original, mutated)
+        ]
+        diff = Differential(sides[0], sides[1], job.options.seed)
         effort, label = (FULL, "full") if report.passed else (LIGHT, "light")
         # a survivor, or a kill by a reset difference that sampled seeds may not meet (the
         # verifier's exhaustive sweep): find the differing fields over every seed too
         reset_kill = finding is not None and finding.check == "reset.mismatch"
         if (report.passed or reset_kill) and reaches_reset(job.mutant, job.original):
             effort = dataclasses.replace(effort, all_seeds=True)
-        conn.send(("differential", diff.run(effort, label).to_dict()))
+        try:
+            conn.send(("differential", diff.run(effort, label).to_dict()))
+        finally:
+            for side in sides:
+                side.close()
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
         conn.send(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()[-1500:]}"))
 
