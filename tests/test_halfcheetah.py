@@ -103,6 +103,24 @@ def _one_step(spec: EnvSpec, reference: GymnasiumDriver, port: JaxDriver, n: int
     return ref, got, compare_transitions(spec, ref, got, state, actions)
 
 
+def test_the_ports_step_calls_no_lapack_kernel() -> None:
+    """jaxlib's batched LAPACK Cholesky can deadlock XLA's pool on 2 cores (envforge/xla_cpu.py):
+    the port lowers MJX's factorizations to XLA's own ops instead."""
+    pytest.importorskip("mujoco.mjx")
+    import re
+
+    import jax
+    import jax.numpy as jnp
+
+    from envforge.backends.jax import load_module
+
+    m = load_module(ROOT / "generated" / "halfcheetah" / "jax" / "halfcheetah.py")
+    state = jax.vmap(m.reset)(jnp.arange(2, dtype=jnp.uint32))
+    text = jax.jit(jax.vmap(m.step)).lower(state, jnp.zeros((2, 6))).as_text()
+    assert "cholesky" in text  # the factorization is still there, as XLA's op
+    assert not re.findall(r"custom_call @(\w*lapack\w*)", text)
+
+
 @pytest.mark.slow
 def test_port_steps_like_the_reference(
     spec: EnvSpec, reference: GymnasiumDriver, tmp_path: Path

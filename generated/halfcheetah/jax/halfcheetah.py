@@ -36,6 +36,12 @@ import mujoco  # noqa: E402
 from mujoco import mjx  # noqa: E402
 
 from envforge.cache import cache_root  # noqa: E402
+from envforge.xla_cpu import use_xla_linalg_on_cpu  # noqa: E402
+
+# MJX factors its mass matrix and solver Hessian with jax's batched LAPACK kernels, which on a
+# 2-core CPU can deadlock XLA's thread pool (envforge/xla_cpu.py says how): use XLA's own
+# Cholesky and triangular solve instead (same results to rounding). Before anything is traced.
+use_xla_linalg_on_cpu()
 
 # MJX's step takes 20-60 s to compile per batch shape on a 2-core CPU: keep the executables
 # between processes (the verifier's child processes, tests, benchmarks), unless the caller
