@@ -84,9 +84,9 @@ def _worker(job: MutantJob, conn: Connection) -> None:
             return
         conn.send(("phase", "differential"))
         original, mutated = recipes(job.target, spec, port, job.options.strict_float)
-        # each side in its own process, as in verify: two MJX drivers in one process hung
-        # (XLA's 2-thread pool, each side's batched Cholesky waiting on the other's sub-tasks),
-        # and a call that hangs anyway meets the spec's call limit, not the worker's
+        # each side in its own process, as in verify: a call that hangs (MJX on jaxlib 0.10's
+        # LAPACK kernels once did, envforge/xla_cpu.py) or crashes meets the spec's call limit
+        # and ends its own process, not the worker's limit
         if not job.options.isolate:
             os.environ.update(original.env)  # strict XLA flags, before jax is imported here
         timeout_s = job.options.timeout_s
