@@ -21,7 +21,9 @@ starts from fresh MJX data holding those.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -33,7 +35,11 @@ if os.environ.get("ENVFORGE_HALFCHEETAH_FLOAT32", "") in ("", "0"):
 
 import jax.numpy as jnp  # noqa: E402
 import mujoco  # noqa: E402
-from mujoco import mjx  # noqa: E402
+
+# MJX prints "Failed to import warp" to stdout on import: to stderr, so stdout stays the
+# caller's (`envforge bench --json` prints its report there)
+with contextlib.redirect_stdout(sys.stderr):
+    from mujoco import mjx
 
 from envforge.cache import cache_root  # noqa: E402
 from envforge.xla_cpu import use_xla_linalg_on_cpu  # noqa: E402
