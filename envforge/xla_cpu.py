@@ -22,14 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-_DONE = False
-
 
 def use_xla_linalg_on_cpu() -> None:
-    """Route CPU Cholesky factorizations and triangular solves to XLA's own ops (idempotent)."""
-    global _DONE
-    if _DONE:
-        return
+    """Route CPU Cholesky factorizations and triangular solves to XLA's own ops (a second call
+    registers the same rules again)."""
     import jax.lax.linalg as linalg
     from jax.extend.mlir.dialects import chlo, stablehlo
     from jax.interpreters import mlir
@@ -62,4 +58,3 @@ def use_xla_linalg_on_cpu() -> None:
 
     mlir.register_lowering(linalg.cholesky_p, cholesky, platform="cpu")
     mlir.register_lowering(linalg.triangular_solve_p, triangular_solve, platform="cpu")
-    _DONE = True

@@ -4,6 +4,7 @@ ones that compile MJX (about 20-30 s a shape on 2 cores) are marked slow."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -107,8 +108,6 @@ def test_the_ports_step_calls_no_lapack_kernel() -> None:
     """jaxlib's batched LAPACK Cholesky can deadlock XLA's pool on 2 cores (envforge/xla_cpu.py):
     the port lowers MJX's factorizations to XLA's own ops instead."""
     pytest.importorskip("mujoco.mjx")
-    import re
-
     import jax
     import jax.numpy as jnp
 

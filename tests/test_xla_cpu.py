@@ -25,7 +25,8 @@ before = re.findall(r"custom_call @(\\w+)", jax.jit(solve).lower(m, v).as_text()
 from envforge.xla_cpu import use_xla_linalg_on_cpu
 use_xla_linalg_on_cpu()
 use_xla_linalg_on_cpu()
-fresh = lambda m, v: solve(m, v)  # jit caches a function's lowering: a new one
+# jit caches a function's lowering: trace a new function after the rules change
+fresh = lambda m, v: solve(m, v)
 after = re.findall(r"custom_call @(\\w+)", jax.jit(fresh).lower(m, v).as_text())
 x = np.asarray(jax.jit(fresh)(m, v))
 err = float(np.abs(x - np.linalg.solve(m, v[..., None])[..., 0]).max())

@@ -1,11 +1,12 @@
-"""Running some mutants of a finished campaign again, apart from it, and putting their outcomes back.
+"""Running some mutants of a finished campaign again, apart from it; their outcomes go back.
 
 A campaign's worker has a wall-clock limit (``--time-limit``, doubled once the verify has
 reported). On a loaded 2-core machine a survivor's full differential can outlast it: the
 mutant is then a survivor of unknown equivalence, and the campaign's kill rate counts it
-against the verifier. Re-running that mutant apart from the campaign, with a longer limit, settles it; the new
-outcome replaces the old one in the campaign's JSON, marked ``rerun`` (the reason, the limit,
-when, and the outcome it replaced), and every rate is computed again from the outcomes.
+against the verifier. Re-running that mutant apart from the campaign, with a longer limit,
+settles it; the new outcome replaces the old one in the campaign's JSON, marked ``rerun`` (the
+reason, the limit, when, and the outcome it replaced), and every rate is computed again from
+the outcomes.
 """
 
 from __future__ import annotations
