@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "envforge"
@@ -126,7 +127,7 @@ def test_no_import_cycle_between_packages(tmp_path: Path) -> None:
 
 
 MAX_MODULE_LINES = 400
-"""STYLE.md: a module is one idea, under ~400 lines; one that grows past it is holding two."""
+"""docs/STYLE.md: a module is one idea, under ~400 lines; one that grows past it is holding two."""
 
 
 def long_modules(root: Path, limit: int = MAX_MODULE_LINES) -> dict[str, int]:
@@ -145,3 +146,29 @@ def test_no_module_over_the_size_limit(tmp_path: Path) -> None:
     (pkg / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
     (pkg / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
     assert long_modules(pkg) == {"envforge/long.py": MAX_MODULE_LINES + 1}
+
+
+OUTSIDE_NOTES = "../" + "shared"  # split so this file does not name the folder it forbids
+TEXT_SUFFIXES = {".md", ".py", ".toml", ".j2", ".txt", ".rs", ".c", ".h", ".js", ".cfg"}
+SKIPPED = {"target", "node_modules", "__pycache__", "envforge.egg-info"}
+
+
+def outside_references(root: Path) -> list[str]:
+    """Text files under ``root`` that point at notes outside the repository (a clone lacks them)."""
+    hits = []
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith(".") and d not in SKIPPED)
+        for name in sorted(files):
+            path = Path(folder) / name
+            if path.suffix not in TEXT_SUFFIXES:
+                continue
+            lines = path.read_text(errors="replace").splitlines()
+            where = path.relative_to(root)
+            hits += [f"{where}:{n}" for n, line in enumerate(lines, 1) if OUTSIDE_NOTES in line]
+    return hits
+
+
+def test_the_repo_stands_alone(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text(f"the contract is in `{OUTSIDE_NOTES}/DESIGN.md`\n")
+    assert outside_references(tmp_path) == ["README.md:1"]
+    assert outside_references(PACKAGE.parent) == []
