@@ -11,6 +11,9 @@ Port contract: the extension module (named by the crate's ``[lib] name``) expose
     get_state() -> dict[str, ndarray[n, ...]]      # canonical state, the spec's names/dtypes
     set_state(fields: dict[str, ndarray[n, ...]])  # resizes the batch to n and loads it
     reset_where(done: bool[n], seeds: uint32[n])   # optional (bench auto-reset): reset where done
+    step_draws(actions, obs, reward, terminated, truncated, log: dict) -> list[str]
+        # for specs with [rng] step: the step with its draws from the tape in ``log``, logged
+        # there (``envforge/rng/draws.rs``, which the crate copies as src/draws.rs)
 
 The driver loads the given state, steps once and reads the state back (pure from the caller's
 view). ``strict_float`` asks the port to set flush-to-zero/denormals-are-zero while it computes,
@@ -33,6 +36,7 @@ import numpy as np
 from envforge.backends.base import Driver, State, Transition, batch_size, canonicalize
 from envforge.backends.rust_build import build_extension, crate_files, module_name
 from envforge.errors import ContractViolation
+from envforge.rng.draws import DrawLog, row_seeds
 from envforge.spec import EnvSpec
 
 BATCH_CLASS = "EnvBatch"
@@ -123,6 +127,10 @@ class RustDriver(Driver):
         return self._state("reset")
 
     def step(self, state: State, actions: np.ndarray) -> Transition:
+        if self.spec.rng.step != "none" and callable(getattr(self._batch, "step_draws", None)):
+            # pure, as the verifier needs: draws seeded by the row's state and action, never by
+            # the generator the batch carries from step to step (which bench and make use)
+            return self.step_draws(state, actions, row_seeds(state, actions), None)[0]
         n = self._load(state)
         obs = self._obs_buffer(n)
         reward = np.zeros(n, np.float32)
@@ -133,6 +141,56 @@ class RustDriver(Driver):
             self._state("step"), obs, reward.astype(np.float64), terminated, truncated
         )
 
+    def step_draws(
+        self, state: State, actions: np.ndarray, seeds: np.ndarray, tape: DrawLog | None
+    ) -> tuple[Transition, DrawLog]:
+        """The port's ``step_draws``: its draws from ``tape`` (the reference's values) or, without
+        one, from a generator seeded by each row's seed; what it asked for comes back as a log."""
+        if not callable(getattr(self._batch, "step_draws", None)):
+            raise ContractViolation(
+                "port",
+                "step_draws",
+                f"{BATCH_CLASS} lacks step_draws(actions, obs, reward, terminated, truncated, "
+                f"log), which [rng] step = {self.spec.rng.step!r} needs (docs/RUST.md)",
+            )
+        n = self._load(state)
+        size = self.spec.rng.tape_size
+        values = np.zeros((n, size))
+        if tape is not None:
+            k = min(size, tape.size)
+            values[:, :k] = tape.value[:n, :k]
+        drawn = DrawLog.empty(n, size)
+        log = {
+            "tape": values,
+            "taped": tape is not None,
+            "seeds": np.ascontiguousarray(seeds, dtype=np.uint64),
+            "kind": drawn.kind,
+            "a": drawn.a,
+            "b": drawn.b,
+            "value": drawn.value,
+            "site": drawn.site,
+            "count": drawn.count,
+        }
+        obs = self._obs_buffer(n)
+        reward = np.zeros(n, np.float32)
+        terminated = np.zeros(n, bool)
+        truncated = np.zeros(n, bool)
+        sites = self._batch.step_draws(
+            self._actions(actions), obs, reward, terminated, truncated, log
+        )
+        drawn.sites = [self._site_path(str(site)) for site in sites]
+        transition = Transition(
+            self._state("step_draws"), obs, reward.astype(np.float64), terminated, truncated
+        )
+        return transition, drawn
+
+    def _site_path(self, site: str) -> str:
+        """``src/x.rs:12`` (rustc's path, relative to the crate) as a path a finding can read."""
+        path, _, line = site.rpartition(":")
+        if path and not Path(path).is_absolute() and (self.crate / path).is_file():
+            return f"{self.crate / path}:{line}"
+        return site
+
     def observe(self, state: State) -> np.ndarray:
         obs = self._obs_buffer(self._load(state))
         self._batch.observe(obs)
@@ -141,7 +199,7 @@ class RustDriver(Driver):
     def source_files(self) -> list[Path]:
         sources = [p for p in crate_files(self.crate) if p.suffix == ".rs"]
         # the physics first: localization lists the files in this order
-        return sorted(sources, key=lambda p: p.name in ("lib.rs", "float_mode.rs"))
+        return sorted(sources, key=lambda p: p.name in ("lib.rs", "float_mode.rs", "draws.rs"))
 
     def describe(self) -> str:
         mode = "strict float" if self.strict_float else "fast float"

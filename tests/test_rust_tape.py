@@ -1,0 +1,115 @@
+"""The RNG tape for Rust ports: `src/draws.rs` (a copy of `envforge/rng/draws.rs`) fed from the
+reference's tape under verification and from a per-env generator in `step`.
+
+Each test builds a crate; pyo3/numpy/rayon come from the shared cargo target directory in the
+envforge cache (about a minute on 2 cores the first time on a machine), a crate itself takes
+about 10 s.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT, apply_patch
+
+from envforge.backends.rust import RustDriver
+from envforge.spec_lookup import spec_for_name
+from envforge.verify.context import VerifyOptions
+from envforge.verify.runner import verify
+
+CANONICAL = ROOT / "envforge" / "rng" / "draws.rs"
+BLACKJACK = ROOT / "generated" / "blackjack" / "rust"
+QUICK = VerifyOptions(scale=0.1, isolate=False, sandbox=None)
+HAS_MATURIN = shutil.which("maturin") or (Path(sys.executable).parent / "maturin").exists()
+needs_rust = pytest.mark.skipif(
+    shutil.which("cargo") is None or not HAS_MATURIN, reason="needs cargo and maturin"
+)
+
+
+def test_every_rust_port_carries_the_draw_interface_verbatim() -> None:
+    copies = sorted(ROOT.glob("generated/*/rust/src/draws.rs"))
+    assert BLACKJACK / "src" / "draws.rs" in copies
+    for copy in copies:
+        assert copy.read_text() == CANONICAL.read_text(), f"{copy} differs from {CANONICAL}"
+
+
+def _broken_crate(tmp_path: Path, old: str, new: str) -> tuple[Path, tuple[int, ...]]:
+    crate = tmp_path / "rust"
+    shutil.copytree(BLACKJACK, crate, ignore=shutil.ignore_patterns("target"))
+    patched = apply_patch(crate / "src" / "blackjack.rs", tmp_path / "patched", (old, new))
+    shutil.copy(patched.path, crate / "src" / "blackjack.rs")
+    return crate, patched.lines
+
+
+@needs_rust
+def test_blackjack_rust_port_is_equivalent_through_the_tape() -> None:
+    report = verify(spec_for_name("blackjack"), BLACKJACK, [0, 1, 2, 3], QUICK)
+    assert report.passed, [f.message for f in report.findings]
+    assert "reference draws replayed and accounted for" in report.levels[1].summary
+
+
+@needs_rust
+def test_a_rust_port_drawing_one_extra_number_is_an_rng_tape_finding(tmp_path: Path) -> None:
+    crate, lines = _broken_crate(
+        tmp_path,
+        "            append(&mut self.player, draw_card(draws));\n",
+        "            append(&mut self.player, draw_card(draws));\n"
+        "            let _ = draws.integers(0, 4);\n",
+    )
+    finding = verify(spec_for_name("blackjack"), crate, [1], QUICK).levels[0].findings[0]
+    assert finding.check == "rng.tape"
+    assert "draw #1" in finding.message and "integers[0, 4)" in finding.message
+    assert "no draw #1 (drew 1 in all)" in finding.message
+    assert finding.extra["draw"]["reference_count"] == 1
+    assert finding.extra["draw"]["port_count"] == 2
+    assert Path(finding.port_lines[0].file).name == "blackjack.rs"
+    assert finding.port_lines[0].line in lines
+
+
+@needs_rust
+def test_a_rust_port_taking_a_draw_of_the_wrong_range_is_an_rng_tape_finding(
+    tmp_path: Path,
+) -> None:
+    crate, lines = _broken_crate(
+        tmp_path, "    DECK[draws.choice(DECK.len())]", "    DECK[draws.choice(DECK.len() - 1)]"
+    )
+    finding = verify(spec_for_name("blackjack"), crate, [1], QUICK).levels[0].findings[0]
+    assert finding.check == "rng.tape"
+    assert "draw #0" in finding.message
+    assert "the reference asked choice of 13, the port asked choice of 12" in finding.message
+    assert finding.extra["draw"]["port"] == "choice of 12"
+    # the draw's site is the line that called the helper (`#[track_caller]`), in step
+    assert Path(finding.port_lines[0].file).name == "blackjack.rs"
+    assert "draw_card(draws)" in finding.port_lines[0].text
+
+
+@needs_rust
+def test_step_draws_from_each_envs_own_generator_outside_verification() -> None:
+    """`step` (bench, training, envforge.make) deals from the generator seeded at reset: the
+    same seeds deal the same cards, other seeds others, and the 13 choices come out uniform."""
+    driver = RustDriver(spec_for_name("blackjack"), BLACKJACK)
+    batch_class = driver.module.EnvBatch
+    n = 20_000
+
+    def deal(seeds: np.ndarray) -> np.ndarray:
+        batch = batch_class(n)
+        batch.reset(seeds)
+        obs = np.zeros((n, 3), np.float32)
+        reward = np.zeros(n, np.float32)
+        flags = np.zeros(n, bool), np.zeros(n, bool)
+        batch.step(np.ones(n, np.int32), obs, reward, *flags)  # every env hits once
+        player: np.ndarray = batch.get_state()["player"]
+        return player[:, :3]
+
+    seeds = np.arange(n, dtype=np.uint32)
+    first, again, other = deal(seeds), deal(seeds), deal(seeds + np.uint32(n))
+    assert np.array_equal(first, again)
+    assert (first != other).any(axis=1).mean() > 0.5
+    counts = np.bincount(first[:, 2], minlength=11)[1:]
+    expected = n * np.array([1, 1, 1, 1, 1, 1, 1, 1, 1, 4]) / 13
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 27.9, (counts, chi2)  # 9 df, p = 0.001
