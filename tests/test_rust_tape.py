@@ -113,3 +113,14 @@ def test_step_draws_from_each_envs_own_generator_outside_verification() -> None:
     expected = n * np.array([1, 1, 1, 1, 1, 1, 1, 1, 1, 4]) / 13
     chi2 = float(((counts - expected) ** 2 / expected).sum())
     assert chi2 < 27.9, (counts, chi2)  # 9 df, p = 0.001
+
+
+def test_rust_prompt_teaches_the_draw_interface_only_where_step_draws() -> None:
+    from envforge.prompts.render import translation_prompt
+
+    context = translation_prompt(spec_for_name("blackjack"), "rust", "port").context
+    assert "## Randomness inside `step`" in context and "draws::step_rows(log" in context
+    assert CANONICAL.read_text() in context  # the file to write verbatim
+    assert "rng.tape" in context
+    pong = translation_prompt(spec_for_name("pong"), "rust", "port").context
+    assert "draws.rs" not in pong

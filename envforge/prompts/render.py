@@ -19,6 +19,7 @@ import numpy as np
 from envforge.errors import BadInput
 from envforge.messages import ToolSpec
 from envforge.prompts.sources import SourceFile, reference_sources
+from envforge.rng.draws import RUST_DRAWS
 from envforge.rust_crates import RUST_CRATES
 from envforge.spec import EnvSpec
 from envforge.verify.findings import LEVEL_NAMES, Finding
@@ -126,6 +127,7 @@ def translation_context(
         env_module=rust_identifier(spec.name),
         module_name=f"{rust_identifier(spec.name)}_rust",
         rust_crates=RUST_CRATES,
+        rust_draws=RUST_DRAWS.read_text(),
         verify_name=verify_name,
     )
 

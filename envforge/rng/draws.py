@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -106,6 +107,12 @@ class DrawLog:
         if n > limit:
             out.append(f"... {n - limit} more")
         return out
+
+
+RUST_DRAWS = Path(__file__).with_name("draws.rs")
+"""The draw interface of Rust ports (the trait ``Draws``, a per-env ``Rng``, the logged ``Tape``);
+each crate carries a verbatim copy as ``src/draws.rs`` (docs/RUST.md); the Rust translation
+prompt shows it for specs that draw inside ``step``."""
 
 
 WIDE_FIELD = 64
