@@ -124,3 +124,35 @@ def test_rust_prompt_teaches_the_draw_interface_only_where_step_draws() -> None:
     assert "rng.tape" in context
     pong = translation_prompt(spec_for_name("pong"), "rust", "port").context
     assert "draws.rs" not in pong
+
+
+@needs_rust
+def test_make_gives_the_rust_port_as_a_vector_env_playing_like_the_reference() -> None:
+    """`envforge.make(..., target="rust")` steps with each env's own generator: the outcomes of
+    `stick_at_17` hands (lose, push, win, natural win) have the reference's frequencies."""
+    import gymnasium as gym
+    from scipy.stats import chi2_contingency
+
+    import envforge
+
+    env = envforge.make("blackjack", target="rust", num_envs=1000)
+    obs, _ = env.reset(seed=1)
+    port: list[np.ndarray] = []
+    for _ in range(60):
+        obs, reward, terminated, truncated, _ = env.step(np.where(obs[:, 0] >= 17, 0, 1))
+        port.append(reward[terminated | truncated])
+    reference = gym.make("Blackjack-v1", natural=True, sab=False)
+    ref: list[float] = []
+    reference.reset(seed=0)
+    for _ in range(8000):
+        hand, _ = reference.reset()
+        done = False
+        while not done:
+            hand, r, term, trunc, _ = reference.step(0 if hand[0] >= 17 else 1)
+            done = term or trunc
+        ref.append(float(r))
+    outcomes = [-1.0, 0.0, 1.0, 1.5]
+    table = [[int(np.sum(np.concatenate(port) == o)) for o in outcomes]]
+    table.append([int(np.sum(np.asarray(ref) == o)) for o in outcomes])
+    assert sum(table[0]) > 10_000
+    assert chi2_contingency(table).pvalue > 1e-3, table
