@@ -16,6 +16,7 @@ from pathlib import Path
 
 from envforge import __version__
 from envforge.batch.gate import Channel, ProgressUpdate
+from envforge.port_files import list_port
 from envforge.prompts.sources import reference_sources
 from envforge.repair.orchestrate import Measurer, Verifier
 from envforge.repair.throughput import Throughput
@@ -23,16 +24,15 @@ from envforge.spec import EnvSpec
 from envforge.verify.context import VerifyOptions
 from envforge.verify.verdict import Report
 
-SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".hypothesis", "target"}
-
 
 def port_digest(port_dir: Path) -> str:
     """Content hash of a port folder (paths and bytes; caches and build output skipped)."""
     digest = hashlib.sha256()
-    for path in sorted(port_dir.rglob("*")):
-        rel = path.relative_to(port_dir)
-        if path.is_file() and not SKIPPED_DIRS & set(rel.parts):
-            digest.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+    listed = list_port(port_dir, follow_root=False)  # regular files: no link, no FIFO read
+    for name in listed.names:
+        digest.update(name.encode() + b"\0" + (listed.read_bytes(name, 1 << 30) or b"") + b"\0")
+    for refused in listed.refused:
+        digest.update(refused.line().encode() + b"\0")
     return digest.hexdigest()
 
 

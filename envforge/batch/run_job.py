@@ -23,6 +23,7 @@ from envforge.batch.store import JobOutcome
 from envforge.cost.prices import Price
 from envforge.errors import EnvforgeError
 from envforge.messages import Model
+from envforge.port_files import list_port
 from envforge.repair.job import TranslateJob, TranslateOutcome, run_translate_job
 from envforge.repair.orchestrate import Iteration, Measurer, Verifier
 from envforge.repair.provenance import RunIdentity, provenance_markdown
@@ -38,7 +39,6 @@ STATES = {
     "budget": "budget-exhausted",
     "model_error": "error",
 }
-SKIPPED = ("__pycache__", "target", ".pytest_cache", ".hypothesis")
 
 
 @dataclass(frozen=True)
@@ -114,11 +114,11 @@ def _finished(plan: JobPlan, outcome: TranslateOutcome) -> JobReturn:
         steps_per_second=final_steps_per_second(iterations),
         out=None,
     )
-    port = result.workspace / "port"
+    listed = list_port(result.workspace / "port", follow_root=False)  # no link followed
     files = {
-        str(p.relative_to(port)): p.read_bytes()
-        for p in sorted(port.rglob("*"))
-        if p.is_file() and not set(SKIPPED) & set(p.relative_to(port).parts)
+        name: data
+        for name in listed.names
+        if (data := listed.read_bytes(name, 1 << 30)) is not None
     }
     if not files:
         return JobReturn(state)

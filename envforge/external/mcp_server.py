@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from envforge.errors import EnvforgeError
 from envforge.external.next_prompt import PACKAGE_ROOT, levels_text, next_repair_prompt
 from envforge.external.workspace import WorkspaceConfig
+from envforge.port_files import read_regular
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import reference_sources
 from envforge.verify.context import VerifyOptions
@@ -65,9 +66,8 @@ class VerifierSession:
         return prompts.verify_result(report, self.roots)
 
     def latest(self) -> Report | None:
-        if not self.report_path.is_file():
-            return None
-        return Report.from_dict(json.loads(self.report_path.read_text()))
+        data = read_regular(self.report_path, 64 << 20)  # no link, no FIFO: the agent's folder
+        return Report.from_dict(json.loads(data)) if data is not None else None
 
     def repair_prompt(self) -> str:
         report = self.latest()
@@ -81,6 +81,7 @@ class VerifierSession:
             levels,
             'verify(levels="{levels}")',
             self.roots,
+            follow_port=False,  # the workspace's port/ is the agent's: never through a link
         )
 
     def latest_report(self) -> str:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envforge.backends.recipe import port_kind
-from envforge.errors import BadInput
+from envforge.port_files import PortFiles, list_port
 from envforge.prompts import render as prompts
 from envforge.spec import EnvSpec
 from envforge.verify.findings import Finding
@@ -21,22 +20,31 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 def next_repair_prompt(
-    report: Report, spec: EnvSpec, port: Path, levels: str, verify_as: str, roots: list[Path]
+    report: Report,
+    spec: EnvSpec,
+    port: Path,
+    levels: str,
+    verify_as: str,
+    roots: list[Path],
+    follow_port: bool = True,
 ) -> str:
-    """``verify_as`` is how the agent reruns the verifier (``{levels}`` marks the levels)."""
+    """``verify_as`` is how the agent reruns the verifier (``{levels}`` marks the levels).
+    ``follow_port``: whether ``port`` itself may be a link (a path the user typed; not an
+    agent's workspace)."""
     if report.passed:
         return f"The port is equivalent at levels {levels}: nothing to repair.\n"
     finding = report.first_finding()
     if finding is None:  # a level that was not passed and said only why
         failed = next(lv for lv in report.levels if lv.status != "pass")
         finding = Finding(level=failed.level, check=failed.status, message=failed.summary)
-    listed = listed_file(finding, spec, port)
+    files = list_port(port, follow_root=follow_port)
+    listed = listed_file(finding, spec, files)
     return prompts.repair_task(
         finding,
         report,
         None,
         prompts.scrub_paths(str(listed or port), roots),
-        listed.read_text(errors="replace") if listed else None,
+        files.read_text(listed) if listed else None,
         levels,
         roots,
         "rust" if listed is not None and listed.suffix == ".rs" else "python",
@@ -51,24 +59,22 @@ def levels_text(levels: list[int]) -> str:
     return ",".join(str(lv) for lv in levels)
 
 
-def listed_file(finding: Finding, spec: EnvSpec, port: Path) -> Path | None:
+def listed_file(finding: Finding, spec: EnvSpec, files: PortFiles) -> Path | None:
     """The port file to show with line numbers: the one the finding's port lines are in, else
-    the port's main file (the JAX module, or the crate's lib.rs)."""
+    the port's main file (the JAX module, or the crate's lib.rs). Only a file the host listed
+    itself in the port folder: a report's file names are the sandboxed side's (or, read back
+    from ``.envforge/last-report.json``, anyone's) and are never opened as such."""
     for loc in finding.port_lines:
-        if Path(loc.file).is_file():
-            return Path(loc.file)
-    if port.is_file():
-        return port
-    try:
-        kind = port_kind(port)
-    except BadInput:
-        return None
-    if kind == "rust":
-        main = port / "src" / "lib.rs"
-        return main if main.is_file() else None
-    from envforge.backends.jax import find_port_module
-
-    try:
-        return find_port_module(port, spec.name)
-    except BadInput:  # no module yet, or several: the prompt then shows no listing
-        return None
+        name = files.name_of(loc.file)
+        if name is not None:
+            return files.root / name
+    top = [name for name in files.names if "/" not in name]
+    if len(files.names) == 1 and not files.folders and files.names[0].endswith((".py", ".rs")):
+        return files.root / files.names[0]  # a one-file port
+    if "Cargo.toml" in top:
+        return files.root / "src/lib.rs" if "src/lib.rs" in files.names else None
+    for name in (f"{spec.name}.py", "port.py"):
+        if name in top:
+            return files.root / name
+    modules = sorted(n for n in top if n.endswith(".py") and not n.startswith(("test_", "_")))
+    return files.root / modules[0] if len(modules) == 1 else None

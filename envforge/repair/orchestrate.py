@@ -170,7 +170,10 @@ class RepairLoop:
     # ---- verification -----------------------------------------------------------------
     def check(self, levels: list[int]) -> tuple[Report | None, Finding | None]:
         """Verify the workspace port: the report and the finding to repair next (None: passed)."""
-        if not self.ws.has_port():
+        files = self.ws.port_files()
+        if files.refused:  # links an agent's command made: refused, never followed or copied
+            return None, Finding(level=0, check="port_files", message=files.refusal_text())
+        if not files.names:
             missing = f"no port at {self.ws.layout.port_rel}"
             return None, Finding(level=0, check="missing_port", message=missing)
         try:
@@ -207,7 +210,7 @@ class RepairLoop:
         return hide_host_paths(self._repair_prompt(report, finding, number), [self.ws.root])
 
     def _repair_prompt(self, report: Report | None, finding: Finding, number: int) -> str:
-        if finding.check == "missing_port":
+        if finding.check in ("missing_port", "port_files"):
             return prompts.missing_port_task(
                 prompts.scrub_paths(finding.message, self.roots), self.ws.layout.port_rel
             )

@@ -2,7 +2,8 @@
 
 <workspace>/port/                 the port the agent edits (what gets verified)
 <workspace>/reference/            copies of the reference sources, for reading and running
-<workspace>/iterations/NN/        per iteration: port/ snapshot, report.json, cost.json,
+<workspace>/iterations/NN/        per iteration: port/ snapshot (its regular files: no link is
+                                  followed or copied), report.json, cost.json,
                                   transcript.jsonl (the conversation, without credentials,
                                   appended as each message arrives, so a killed run keeps it)
 """
@@ -18,6 +19,7 @@ from typing import Any
 
 from envforge.errors import BadInput
 from envforge.messages import Message, part_to_dict
+from envforge.port_files import PortFiles, copy_port, list_port
 from envforge.prompts.sources import SourceFile
 from envforge.spec import EnvSpec
 from envforge.verify.verdict import Report
@@ -64,11 +66,17 @@ class RunWorkspace:
     def main_file(self) -> Path:
         return self.root / self.layout.main_file
 
+    def port_files(self) -> PortFiles:
+        """``port/`` as the host lists it: regular files only; links (``port/`` itself
+        included), FIFOs and hard links an agent's command made are refused, never followed."""
+        return list_port(self.port_dir, follow_root=False)
+
     def port_source(self) -> str | None:
-        return self.main_file.read_text() if self.main_file.is_file() else None
+        """The main file as a repair prompt shows it (listed, no link followed, size-capped)."""
+        return self.port_files().read_text(self.main_file.relative_to(self.port_dir))
 
     def has_port(self) -> bool:
-        return any(p.is_file() for p in self.port_dir.rglob("*"))
+        return bool(self.port_files().names)
 
     def iteration_dir(self, number: int) -> Path:
         return self.root / "iterations" / f"{number:02d}"
@@ -95,7 +103,7 @@ class RunWorkspace:
         folder.mkdir(parents=True, exist_ok=True)
         if (folder / "port").exists():
             shutil.rmtree(folder / "port")
-        shutil.copytree(self.port_dir, folder / "port", ignore=_ignore_caches)
+        copy_port(self.port_files(), folder / "port")
         if report is not None:
             (folder / "report.json").write_text(json.dumps(report.to_dict(), indent=2))
         (folder / "cost.json").write_text(json.dumps(cost, indent=2))
@@ -103,12 +111,11 @@ class RunWorkspace:
 
     def restore(self, number: int) -> None:
         """Put iteration ``number``'s port snapshot back as the current port."""
-        shutil.rmtree(self.port_dir)
-        shutil.copytree(self.iteration_dir(number) / "port", self.port_dir)
-
-
-def _ignore_caches(folder: str, names: list[str]) -> list[str]:
-    return [n for n in names if n in ("__pycache__", "target", ".pytest_cache")]
+        if self.port_dir.is_dir() and not self.port_dir.is_symlink():
+            shutil.rmtree(self.port_dir)
+        elif self.port_dir.is_symlink() or self.port_dir.exists():
+            self.port_dir.unlink()  # a link or a file an agent's command put there
+        copy_port(list_port(self.iteration_dir(number) / "port", False), self.port_dir)
 
 
 def check_out_dir(out: Path) -> None:
@@ -125,7 +132,7 @@ def land(workspace: RunWorkspace, out: Path, provenance: str) -> None:
     """Copy the port to ``out`` (replacing an earlier envforge output there) with PROVENANCE.md."""
 
     def fill(folder: Path) -> None:
-        shutil.copytree(workspace.port_dir, folder, ignore=_ignore_caches)
+        copy_port(workspace.port_files(), folder)
 
     land_atomically(out, fill, provenance)
 

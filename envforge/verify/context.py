@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,10 @@ class VerifyContext:
     ref: Driver
     port: Driver
     options: VerifyOptions = field(default_factory=VerifyOptions)
+    port_files: list[Path] | None = None
+    """The port's source files as the host listed them in the port folder (the runner's; the
+    driver's own list is never opened for a sandboxed port). None: the driver's list, for a
+    port driven in this process (tests)."""
 
     def rng(self, salt: int) -> np.random.Generator:
         return np.random.default_rng([self.options.seed, salt])
@@ -62,10 +67,13 @@ class VerifyContext:
     def count(self, n: int, minimum: int = 1) -> int:
         return max(minimum, int(round(n * self.options.scale)))
 
+    def port_sources(self) -> list[Path]:
+        return self.port.source_files() if self.port_files is None else self.port_files
+
     def localize(self, keys: list[str]) -> tuple[list, list]:
         return (
-            locate(self.spec, keys, self.ref.source_files()),
-            locate(self.spec, keys, self.port.source_files()),
+            locate(self.spec, keys, [p.resolve() for p in self.ref.source_files()]),
+            locate(self.spec, keys, self.port_sources()),
         )
 
     def finding_from_diff(

@@ -12,6 +12,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from envforge.port_files import MAX_READ_BYTES, read_regular
 from envforge.spec import EnvSpec
 from envforge.verify.findings import SourceLocation
 
@@ -64,10 +65,12 @@ def stack_locations(stack: str, limit: int = 4) -> list[SourceLocation]:
 
 @lru_cache(maxsize=64)
 def source_lines(path: str, mtime: float) -> tuple[str, ...]:
-    try:
-        return tuple(Path(path).read_text(errors="replace").splitlines())
-    except OSError:
-        return ()
+    """The lines of a regular file, opened without following a link at its last component and
+    without blocking, at most ``MAX_READ_BYTES`` of it; () for anything else. A port's files
+    reach here only from the host's own listing (``envforge/port_files.py``); a reference's
+    paths are resolved first."""
+    data = read_regular(path, MAX_READ_BYTES)
+    return tuple(data.decode(errors="replace").splitlines()) if data is not None else ()
 
 
 def _patterns(name: str, c_like: bool) -> list[re.Pattern[str]]:

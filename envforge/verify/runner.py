@@ -12,6 +12,7 @@ from envforge.backends.coverage import LineCoverage
 from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
 from envforge.backends.reference_check import first_line
 from envforge.errors import BadInput, BrokenReference, DriverFailure
+from envforge.port_files import list_port
 from envforge.sandbox.driver import open_sandboxed
 from envforge.sandbox.select import open_sandbox
 from envforge.spec import EnvSpec
@@ -71,7 +72,7 @@ def failure_finding(level: int, exc: DriverFailure, sources: Sequence[Path] = ()
     """The finding for a failed call. Where the failure names a line of ``sources`` (the failing
     side's files: a Rust panic's location, a traceback frame), that line is the finding's
     location and the message names its handler, as a mismatch's names the diverging field."""
-    thrown = thrown_at(exc.message + "\n" + exc.detail, sources)
+    thrown = thrown_at(exc.message + "\n" + exc.detail, sources, any_script=exc.side != "port")
     handler = handler_of(thrown[0]) if thrown else None
     where = ""
     if thrown:
@@ -158,9 +159,14 @@ class DriverPair:
         return self.ref, self.port
 
     def sources(self, side: str) -> list[Path]:
-        """The open driver's source files (where a failure it raised is looked up)."""
-        driver = self.ref if side == "reference" else self.port
-        return driver.source_files() if driver is not None else []
+        """The open driver's source files (where a failure it raised is looked up, and what
+        findings localize to). The port's are only those the host lists itself in the port
+        folder (``port_files.py``): the host never opens a path the sandboxed side named."""
+        if side == "reference":
+            return [p.resolve() for p in self.ref.source_files()] if self.ref else []
+        if self.port is None:
+            return []
+        return list_port(Path(self.port_recipe.target)).match(self.port.source_files())
 
     def drop(self, side: str) -> None:
         driver = self.ref if side == "reference" else self.port
@@ -210,7 +216,8 @@ def verify(
                 coverage_note = start_coverage(ref) if measured else None
                 if level in (1, 2, 3):  # L0 checks raw outputs itself; these compare them
                     ref, prt = CheckedDriver(ref), CheckedDriver(prt)
-                result = run_level(level, VerifyContext(spec, ref, prt, options))
+                ctx = VerifyContext(spec, ref, prt, options, pair.sources("port"))
+                result = run_level(level, ctx)
                 if measured:
                     result.coverage, coverage_note = read_coverage(ref, coverage_note, spec)
                 if coverage_note:

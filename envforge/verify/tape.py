@@ -13,6 +13,7 @@ builds its finding with :func:`pair_finding`.
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from envforge.backends.base import State, Transition
 from envforge.rng.draws import DrawLog, describe_draw, row_seeds
 from envforge.verify.compare import Diff, compare_transitions
 from envforge.verify.findings import Finding, SourceLocation
+from envforge.verify.localize import source_lines
 
 if TYPE_CHECKING:
     from envforge.verify.context import VerifyContext
@@ -121,23 +123,26 @@ def _asked(log: DrawLog, i: int, j: int) -> str:
     return describe_draw(int(log.kind[i, j]), float(log.a[i, j]), float(log.b[i, j]))
 
 
-def source_location(site: str) -> SourceLocation | None:
-    """``path:line`` as a location with the line's text (None if the file cannot be read)."""
+def source_location(site: str, sources: list[Path] | None = None) -> SourceLocation | None:
+    """``path:line`` as a location with the line's text (None if the file cannot be read, or
+    with ``sources`` is not one of them: a port's sites name files it chose)."""
     path, _, line = site.rpartition(":")
+    if sources is not None and os.path.normpath(path) not in {str(p) for p in sources}:
+        return None
     try:
-        text = Path(path).read_text().splitlines()[int(line) - 1]
+        text = source_lines(path, os.stat(path, follow_symlinks=False).st_mtime)[int(line) - 1]
     except (OSError, ValueError, IndexError):
         return None
     return SourceLocation(file=path, line=int(line), text=text)
 
 
-def _lines(log: DrawLog, i: int, j: int) -> list[SourceLocation]:
-    """Where draw ``j`` was asked (the innermost frame first)."""
+def _lines(log: DrawLog, i: int, j: int, sources: list[Path] | None = None) -> list[SourceLocation]:
+    """Where draw ``j`` was asked (the innermost frame first), in ``sources`` if given."""
     if j >= min(int(log.count[i]), log.size):
         return []
     out = []
     for part in log.site_of(i, j).split(" <- "):
-        loc = source_location(part)
+        loc = source_location(part, sources)
         if loc is not None:
             out.append(loc)
     return out
@@ -178,7 +183,8 @@ def pair_finding(
             **extra,
         )
         finding.reference_lines = _lines(pair.ref_draws, i, j) or finding.reference_lines
-        finding.port_lines = _lines(pair.port_draws, i, j) or finding.port_lines
+        port_lines = _lines(pair.port_draws, i, j, ctx.port_sources())
+        finding.port_lines = port_lines or finding.port_lines
         finding.extra["draw"] = {
             "index": j,
             "reference": ref_asked,

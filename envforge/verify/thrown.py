@@ -44,10 +44,13 @@ def _location(path: Path, number: int) -> SourceLocation | None:
     return SourceLocation(file=str(path), line=number, text=lines[number - 1].strip())
 
 
-def thrown_at(text: str, sources: Sequence[Path], limit: int = 4) -> list[SourceLocation]:
+def thrown_at(
+    text: str, sources: Sequence[Path], limit: int = 4, any_script: bool = False
+) -> list[SourceLocation]:
     """Lines of ``sources`` where the failure in ``text`` (a message, a traceback, a stderr
     tail) was raised, innermost first: a Rust panic's location, the frames of a Python
-    traceback in those files, a JavaScript stack's frames (any script: node's references)."""
+    traceback in those files, a JavaScript stack's frames (with ``any_script``, in any script:
+    a node reference's modules; never for a port, whose text may name any file on the host)."""
     found: list[SourceLocation] = []
     for path_text, line in _RUST_PANIC.findall(text):
         source = _source_for(path_text, sources)
@@ -60,7 +63,8 @@ def thrown_at(text: str, sources: Sequence[Path], limit: int = 4) -> list[Source
         loc = _location(source, int(line)) if source else None
         if loc is not None and loc not in found:
             found.append(loc)
-    found += [loc for loc in stack_locations(text, limit) if loc not in found]
+    if any_script:
+        found += [loc for loc in stack_locations(text, limit) if loc not in found]
     return found[:limit]
 
 
