@@ -46,8 +46,9 @@ def _broken_crate(tmp_path: Path, old: str, new: str) -> tuple[Path, tuple[int, 
 
 
 @needs_rust
-def test_blackjack_rust_port_is_equivalent_through_the_tape() -> None:
-    report = verify(spec_for_name("blackjack"), BLACKJACK, [0, 1, 2, 3], QUICK)
+@pytest.mark.parametrize("env", ["blackjack", "taxi", "frozenlake"])
+def test_rust_ports_are_equivalent_through_the_tape(env: str) -> None:
+    report = verify(spec_for_name(env), ROOT / "generated" / env / "rust", [0, 1, 2, 3], QUICK)
     assert report.passed, [f.message for f in report.findings]
     assert "reference draws replayed and accounted for" in report.levels[1].summary
 
@@ -156,3 +157,47 @@ def test_make_gives_the_rust_port_as_a_vector_env_playing_like_the_reference() -
     table.append([int(np.sum(np.asarray(ref) == o)) for o in outcomes])
     assert sum(table[0]) > 10_000
     assert chi2_contingency(table).pvalue > 1e-3, table
+
+
+@needs_rust
+@pytest.mark.parametrize("env", ["taxi", "frozenlake"])
+def test_make_gives_the_taxi_and_frozenlake_rust_ports_as_vector_envs(env: str) -> None:
+    import envforge
+
+    vec = envforge.make(env, target="rust", num_envs=256)
+    obs, _ = vec.reset(seed=3)
+    ended = 0
+    for _ in range(300):
+        obs, reward, terminated, truncated, _ = vec.step(vec.action_space.sample())
+        ended += int((terminated | truncated).sum())
+    high = float(np.max(spec_for_name(env).observation.high))
+    assert obs.min() >= 0 and obs.max() <= high
+    assert ended >= 256  # every env ended at least one episode (the time limit at the latest)
+
+
+@needs_rust
+def test_distribution_specs_draw_from_the_rust_ports_seeded_generator(tmp_path: Path) -> None:
+    """`[rng] step = "distribution"`: `step_draws` without a tape draws from a generator seeded
+    per row; the FrozenLake Rust port passes L1's two-sample tests, and a copy slipping with
+    probability 1/4 each side instead of 1/3 fails them on `s`."""
+    from envforge.spec import load_spec
+
+    text = (ROOT / "references" / "frozenlake" / "env.toml").read_text()
+    text = text.replace('step = "tape"', 'step = "distribution"\nstates = 2')
+    (tmp_path / "env.toml").write_text(text + "\n[verify]\nreset_samples = 200\n")
+    spec = load_spec(tmp_path / "env.toml")
+    crate = ROOT / "generated" / "frozenlake" / "rust"
+    options = VerifyOptions(isolate=False, sandbox=None)
+    good = verify(spec, crate, [1], options).levels[0]
+    assert good.status == "pass", good.summary
+    assert good.stats["distribution_tests"] > 0
+    broken = tmp_path / "rust"
+    shutil.copytree(crate, broken, ignore=shutil.ignore_patterns("target"))
+    source = broken / "src" / "frozenlake.rs"
+    old = "let fail_rate = (1.0 - SUCCESS_RATE) / 2.0;"
+    assert source.read_text().count(old) == 1
+    source.write_text(source.read_text().replace(old, "let fail_rate = 1.0 / 4.0;"))
+    level = verify(spec, broken, [1], options).levels[0]
+    assert level.status == "fail"
+    assert level.findings[0].check == "step.distribution"
+    assert "chi-square" in level.findings[0].message
