@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.errors import BadInput, EnvforgeError
+from envforge.input_files import SCRIPT_BYTES, InputFileError, read_text
 from envforge.messages import (
     Model,
     ModelRequest,
@@ -125,11 +126,16 @@ def expand_line(previous: dict[str, Any] | None, line: dict[str, Any]) -> dict[s
 
 def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     try:
-        lines = [json.loads(line) for line in path.read_text().splitlines() if line]
-    except FileNotFoundError:
-        raise BadInput(f"cassette not found: {path}") from None
+        text = read_text(path, "cassette", SCRIPT_BYTES)
+        lines = [json.loads(line) for line in text.splitlines() if line]
+    except InputFileError as e:
+        if e.reason == "not found":
+            raise BadInput(f"cassette not found: {path}") from None
+        raise
     except json.JSONDecodeError as e:
         raise BadInput(f"{path}: not a cassette (line {e.lineno}: {e.msg})") from None
+    except RecursionError:
+        raise BadInput(f"{path}: not a cassette (JSON nested too deep)") from None
     if not lines or lines[0].get("cassette") not in READABLE_VERSIONS:
         raise BadInput(f"{path}: not a cassette (version {', '.join(map(str, READABLE_VERSIONS))})")
     return lines[0], lines[1:]

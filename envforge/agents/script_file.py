@@ -21,6 +21,7 @@ from typing import Any
 from envforge.agents.model import ModelError
 from envforge.agents.scripted import reply
 from envforge.errors import BadInput
+from envforge.input_files import SCRIPT_BYTES, InputFileError, read_text
 from envforge.messages import ModelRequest, ModelResponse, Usage
 
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
@@ -37,11 +38,15 @@ class ScriptFileModel:
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise BadInput(f"model script not found: {path}") from None
-        except (OSError, json.JSONDecodeError) as e:
+            data = json.loads(read_text(path, "model script", SCRIPT_BYTES))
+        except InputFileError as e:
+            if e.reason == "not found":
+                raise BadInput(f"model script not found: {path}") from None
+            raise
+        except json.JSONDecodeError as e:
             raise BadInput(f"{path}: not a JSON model script ({e})") from None
+        except RecursionError:
+            raise BadInput(f"{path}: not a JSON model script (nested too deep)") from None
         if isinstance(data, list):
             data = {"responses": data}
         if not isinstance(data, dict) or not isinstance(data.get("responses"), list):

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from envforge.cache import cache_root
 from envforge.errors import BadInput, ContractViolation
+from envforge.input_files import InputFileError, load_toml
 
 BUILD_TIMEOUT_S = 1200
 CRATE_FILES = ("Cargo.toml", "Cargo.lock", "build.rs", "pyproject.toml")
@@ -97,7 +98,9 @@ def _manifest(crate: Path) -> dict:
     if not manifest.is_file():
         raise BadInput(f"{crate}: not a Rust crate (no Cargo.toml)")
     try:
-        return tomllib.loads(manifest.read_text())
+        return load_toml(manifest, "Cargo.toml", follow_links=False)
+    except InputFileError as e:
+        raise ContractViolation("port", "build", f"Cargo.toml: {e.reason}") from None
     except tomllib.TOMLDecodeError as e:
         raise ContractViolation("port", "build", f"Cargo.toml does not parse: {e}") from None
 

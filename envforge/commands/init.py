@@ -17,6 +17,7 @@ from rich.console import Console
 
 from envforge import bounds
 from envforge.errors import BadInput
+from envforge.input_files import parse_toml
 from envforge.spec import EnvSpec
 
 
@@ -55,7 +56,7 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
         if not sep or not key.strip().isidentifier():
             raise BadInput(f"--option: expected key=value, got {pair!r}")
         try:
-            value = tomllib.loads(f"v = {text.strip()}")["v"]
+            value = parse_toml(f"v = {text.strip()}")["v"]
         except tomllib.TOMLDecodeError:
             value = text.strip()
         options[key.strip()] = value

@@ -10,6 +10,7 @@ from typing import Any
 
 from envforge import bounds
 from envforge.errors import BadInput
+from envforge.input_files import InputFileError, load_toml
 from envforge.messages import Usage
 
 DEFAULT_TABLE = Path(__file__).with_name("prices.toml")
@@ -98,9 +99,11 @@ class PriceTable:
 def load_price_table(path: str | Path | None = None) -> PriceTable:
     p = Path(path) if path is not None else DEFAULT_TABLE
     try:
-        raw = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"price table not found: {p}") from None
+        raw = load_toml(p, "price table")
+    except InputFileError as e:
+        if e.reason == "not found":
+            raise BadInput(f"price table not found: {p}") from None
+        raise
     except tomllib.TOMLDecodeError as e:
         raise BadInput(f"{p}: not valid TOML ({e})") from None
     version = str(raw.get("version", ""))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from envforge.cost.meter import Meter
+from envforge.input_files import parse_toml
 from envforge.messages import Model, ModelRequest, user
 from envforge.verify.policies import ScriptedPolicy, UniformPolicy
 
@@ -52,7 +53,7 @@ def proposals(text: str) -> dict[str, Any]:
     """The TOML in a model's answer (a fenced block, or the whole text)."""
     fenced = re.search(r"```(?:toml)?\s*\n(.*?)```", text, re.S)
     try:
-        return tomllib.loads(fenced.group(1) if fenced else text)
+        return parse_toml(fenced.group(1) if fenced else text)
     except tomllib.TOMLDecodeError as e:
         return {"error": str(e)}
 

@@ -1,0 +1,151 @@
+"""Reading the files a user (or a port) hands envforge: specs, manifests, model scripts,
+cassettes, price tables, a port's Cargo.toml, a workspace's config.
+
+Each is opened once, without blocking (a FIFO would otherwise hang the command for good), and
+read only when it is a regular file of at most a stated size (``/dev/zero`` would otherwise be
+read until memory runs out). TOML is parsed only when its arrays and inline tables nest at most
+:data:`TOML_DEPTH` deep: ``tomllib`` parses nesting by recursion, and a few hundred brackets end
+in a RecursionError thousands of lines long. Every refusal is :class:`BadInput` (one line,
+exit code 2) naming the file; a TOML nesting refusal is a ``TOMLDecodeError`` too, so a caller
+that turns bad TOML into something else (a finding about a port's Cargo.toml) does the same
+with it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from envforge.errors import BadInput
+
+TOML_DEPTH = 64
+"""Most arrays and inline tables one inside another (real files use two or three)."""
+TOML_BYTES = 4 * 2**20
+"""Largest TOML file read: a spec, a manifest, a Cargo.toml are kilobytes."""
+SCRIPT_BYTES = 64 * 2**20
+"""Largest model script or cassette read (they hold whole ports, many times over)."""
+
+_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+_TOKENS = re.compile(
+    r"""#[^\n]*|\"\"\"(?:\\.|[^\\])*?\"\"\"|'''.*?'''|"(?:\\.|[^"\\\n])*"|'[^'\n]*'|[\[\]{}]""",
+    re.DOTALL,
+)
+
+
+class InputFileError(BadInput):
+    """A file that may not be read: missing, not a regular file, a link, too large, not text."""
+
+    def __init__(self, path: Path, what: str, reason: str) -> None:
+        self.path = path
+        self.what = what
+        self.reason = reason
+        super().__init__(f"{what} {path}: {reason}")
+
+
+class TomlTooDeep(tomllib.TOMLDecodeError):
+    """Arrays or inline tables nested deeper than :data:`TOML_DEPTH`."""
+
+    def __init__(self, depth: int) -> None:
+        ValueError.__init__(
+            self,
+            f"arrays or inline tables nested more than {TOML_DEPTH} deep"
+            + (f" ({depth} levels)" if depth else ""),
+        )
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return f"mode {stat.filemode(mode)}"
+
+
+def read_bytes(path: Path, what: str, limit: int, follow_links: bool = True) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them; else InputFileError.
+    Without ``follow_links`` a symlink (as the last part of the path) is refused too."""
+    flags = _FLAGS | (0 if follow_links else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise InputFileError(path, what, "not found") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP and not follow_links:
+            reason = "a symbolic link (refused: it is not followed)"
+        elif e.errno == errno.ENXIO:
+            reason = "not a regular file (a socket)"
+        else:
+            reason = f"cannot be opened ({os.strerror(e.errno) if e.errno else e})"
+        raise InputFileError(path, what, reason) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputFileError(path, what, f"not a regular file ({_kind(info.st_mode)})")
+        if info.st_size > limit:
+            raise InputFileError(path, what, f"{info.st_size} bytes, over the {limit} allowed")
+        chunks, got = [], 0
+        while got <= limit:  # a file that grows while read is cut at limit + 1 and refused
+            chunk = os.read(fd, limit + 1 - got)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+    except OSError as e:
+        raise InputFileError(path, what, f"cannot be read ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+    if got > limit:
+        raise InputFileError(path, what, f"over the {limit} bytes allowed")
+    return b"".join(chunks)
+
+
+def read_text(path: Path, what: str, limit: int, follow_links: bool = True) -> str:
+    """:func:`read_bytes` as UTF-8 text; text that is not UTF-8 is InputFileError."""
+    data = read_bytes(path, what, limit, follow_links)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputFileError(path, what, f"not UTF-8 text (byte {e.start})") from None
+
+
+def toml_depth(text: str) -> int:
+    """How deep arrays and inline tables nest in ``text`` (brackets in strings and comments do
+    not count; a table header ``[[a]]`` counts 2, which no limit here comes near)."""
+    depth = deepest = 0
+    for token in _TOKENS.finditer(text):
+        mark = token.group()
+        if mark in ("[", "{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif mark in ("]", "}"):
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def parse_toml(text: str) -> dict[str, Any]:
+    """``tomllib.loads`` with nesting bounded: TomlTooDeep (a TOMLDecodeError) past the limit."""
+    depth = toml_depth(text)
+    if depth > TOML_DEPTH:
+        raise TomlTooDeep(depth)
+    try:
+        return tomllib.loads(text)
+    except RecursionError:  # the count above missed some nesting: still one line
+        raise TomlTooDeep(0) from None
+
+
+def load_toml(
+    path: Path, what: str, limit: int = TOML_BYTES, follow_links: bool = True
+) -> dict[str, Any]:
+    """A TOML file read with :func:`read_text` and parsed with :func:`parse_toml`. Reading
+    problems are InputFileError; bad TOML (too deep included) is a TOMLDecodeError."""
+    return parse_toml(read_text(path, what, limit, follow_links))
