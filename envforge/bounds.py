@@ -1,5 +1,7 @@
 """The rules every numeric option obeys, wherever it comes from: the command line (a typer
-callback), a batch manifest (a pydantic validator) or the Python API (``VerifyOptions``).
+callback), a batch manifest (a pydantic validator) or the Python API (``VerifyOptions``); and
+the rules for names and paths a user passes (job, batch, env, workspace), which become folder
+names, ledger keys and lines of reports: no control characters (a newline included) in any.
 
 One rule, one check, one message: ``--scale nan``, ``scale = inf`` in a manifest and
 ``VerifyOptions(scale=-1)`` are refused the same way, as :class:`BadInput` (exit code 2) naming
@@ -10,6 +12,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
+import unicodedata
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -68,6 +72,47 @@ USD_PER_MTOK = Rule("a finite number of USD per million tokens >= 0", at_least=0
 RESOURCES = Rule("a finite number >= 0", at_least=0)
 PROBABILITY = Rule("a probability in (0, 1)", above=0, below=1)
 POSITIVE = Rule("a finite number > 0", above=0)
+
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+NAME_RULE = "a name of letters, digits, '.', '_' or '-' (at most 64)"
+CONTROL_CATEGORIES = ("Cc", "Zl", "Zp")
+"""C0 and C1 controls (newline, tab, escape, NUL ...) and the Unicode line and paragraph
+separators: each would split or hide a line where the name is printed."""
+
+
+def is_name(value: str) -> bool:
+    """A short name fit for a folder (the whole string: a trailing newline is not one)."""
+    return NAME.fullmatch(value) is not None
+
+
+def control_character(text: str) -> str | None:
+    """The first control character in ``text`` (as ``\\n``, ``\\x1b``), or None."""
+    for char in text:
+        if unicodedata.category(char) in CONTROL_CATEGORIES:
+            return repr(char)[1:-1]
+    return None
+
+
+def check_text(name: str, value: str) -> str:
+    """``value`` if it has no control character; else BadInput naming the option."""
+    found = control_character(value)
+    if found is not None:
+        raise BadInput(f"{name}: expected text without control characters, got {value!r}")
+    return value
+
+
+def text_option() -> Any:
+    """A typer callback: a name or path option refused when it holds a control character."""
+
+    def callback(param: typer.CallbackParam, value: Any) -> Any:
+        if value is None:
+            return value
+        name = max(param.opts, key=len) if param.opts else str(param.name)
+        check_text(name, str(value))
+        return value
+
+    return callback
 
 
 def check(name: str, value: N, rule: Rule) -> N:

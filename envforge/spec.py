@@ -17,8 +17,10 @@ from typing import Any
 import numpy as np
 from pydantic import Field, ValidationError
 
+from envforge import bounds
 from envforge.errors import SpecError
 from envforge.expr import ExprError, Expression
+from envforge.input_files import InputFileError, load_toml
 from envforge.spec_sections import (
     ActionSpace,
     BoxSpace,
@@ -175,11 +177,9 @@ def load_spec(path: str | Path) -> EnvSpec:
     if not p.is_file():
         raise SpecError(p, "(file)", "an existing env.toml")
     try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpecError(
-            p, "(file)", f"a readable UTF-8 text file ({e.__class__.__name__})"
-        ) from None
+        raw = load_toml(p, "spec")
+    except InputFileError as e:
+        raise SpecError(p, "(file)", f"a readable regular UTF-8 text file ({e.reason})") from None
     except tomllib.TOMLDecodeError as e:
         raise SpecError(p, "(syntax)", f"valid TOML ({e})") from None
     raw["root"] = p.parent.resolve()
@@ -208,6 +208,8 @@ def with_reference(spec: EnvSpec, reference: str) -> EnvSpec:
 
 
 def _check_semantics(p: Path, spec: EnvSpec) -> None:
+    if bounds.control_character(spec.name) or "/" in spec.name or spec.name in ("", ".", ".."):
+        raise SpecError(p, "name", "a name without control characters or '/'", spec.name)
     seen: set[str] = set()
     for i, f in enumerate(spec.state):
         if f.name in seen:

@@ -63,8 +63,24 @@ def spec_for_reference(ref: str, spec_path: str | None = None) -> EnvSpec:
             f"`envforge init --ref {ref}` or add --init (or pass --spec)"
         )
     if source is not None and source.is_dir():  # a reference folder: its spec's own reference
+        _check_folder(ref, source, spec)
         return spec
     return _with_reference(spec, ref, source)
+
+
+def _check_folder(ref: str, folder: Path, spec: EnvSpec) -> None:
+    """A folder given as ``--ref`` must be the spec's own folder or hold the reference the spec
+    names: else what is verified would be some other reference than the one the user named."""
+    inside = folder.resolve()
+    own = spec.reference_path()
+    if spec.root.resolve() == inside:
+        return
+    if own is not None and own.resolve().is_relative_to(inside):
+        return
+    raise BadInput(
+        f"--ref {ref}: this folder holds neither {spec.root / 'env.toml'} nor the reference it "
+        f"names ({spec.reference}); pass the reference itself"
+    )
 
 
 def reference_file(ref: str) -> Path | None:

@@ -10,7 +10,6 @@ Relative paths (``ref``, ``spec``, ``out``, ``scripted:`` scripts) are relative 
 
 from __future__ import annotations
 
-import re
 import tomllib
 from decimal import Decimal
 from pathlib import Path
@@ -20,10 +19,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from envforge import bounds
 from envforge.errors import BadInput, SpecError
+from envforge.input_files import InputFileError, load_toml
 from envforge.verify.runner import parse_levels
 
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-NAME_RULE = "a name of letters, digits, '.', '_' or '-' (at most 64)"
+NAME_RULE = bounds.NAME_RULE
 
 
 class _Strict(BaseModel):
@@ -185,11 +184,11 @@ def load_manifest(path: str | Path) -> Manifest:
     """Read and validate a manifest; raises SpecError/BadInput (exit 2) on any problem."""
     path = Path(path).resolve()
     try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"manifest not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"cannot read manifest {path}: {e}") from None
+        data = load_toml(path, "manifest")
+    except InputFileError as e:
+        if e.reason == "not found":
+            raise BadInput(f"manifest not found: {path}") from None
+        raise
     except tomllib.TOMLDecodeError as e:
         raise BadInput(f"{path}: not valid TOML: {e}") from None
     unknown = sorted(set(data) - {"batch", "defaults", "job"})
@@ -199,7 +198,7 @@ def load_manifest(path: str | Path) -> Manifest:
         raise SpecError(path, "batch", "a [batch] table with total_budget_usd")
     settings: BatchSettings = _validated(BatchSettings, data["batch"], path, "batch")
     name = settings.name or path.stem
-    if not NAME.match(name):
+    if not bounds.is_name(name):
         raise SpecError(path, "batch.name", NAME_RULE, name)
     defaults: JobFields = _validated(JobFields, data.get("defaults", {}), path, "defaults")
     if defaults.name is not None:
@@ -210,7 +209,11 @@ def load_manifest(path: str | Path) -> Manifest:
     jobs: list[JobEntry] = []
     for index, raw in enumerate(raw_jobs, 1):
         where = f"job[#{index}]"
-        if isinstance(raw, dict) and isinstance(raw.get("name"), str):
+        if (
+            isinstance(raw, dict)
+            and isinstance(raw.get("name"), str)
+            and bounds.is_name(raw["name"])
+        ):
             where = f"job[{raw['name']}]"
         fields: JobFields = _validated(JobFields, raw, path, where)
         jobs.append(_merge(path, where, fields, defaults))
@@ -227,7 +230,7 @@ def _merge(path: Path, where: str, fields: JobFields, defaults: JobFields) -> Jo
     for key in REQUIRED:
         if key not in merged:
             raise SpecError(path, f"{where}.{key}", "a value (in the job or in [defaults])")
-    if not NAME.match(merged["name"]):
+    if not bounds.is_name(merged["name"]):
         raise SpecError(path, f"{where}.name", NAME_RULE, merged["name"])
     try:
         parse_levels(merged["levels"])

@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from envforge import bounds
 from envforge.errors import BadInput
 from envforge.external.workspace import TASK_FILES, VERIFY_SCRIPT, write_workspace
 from envforge.preflight import check_translate
@@ -27,7 +28,10 @@ def prompt_command(
     ),
     target: str = typer.Option("jax", "--target", help="Port language: jax or rust."),
     out: Path = typer.Option(
-        None, "--out", help="Workspace folder (default ./envforge-<env>-<target>)."
+        None,
+        "--out",
+        callback=bounds.text_option(),
+        help="Workspace folder (default ./envforge-<env>-<target>).",
     ),
     levels: str = typer.Option("0-3", "--levels", help="Levels the port must pass."),
     as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),

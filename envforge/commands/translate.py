@@ -77,10 +77,16 @@ def translate_command(
         help="Wall-clock limit of the whole run.",
     ),
     out: Path = typer.Option(
-        None, "--out", help="Where the final port lands (default generated/<env>/<target>-agent)."
+        None,
+        "--out",
+        callback=bounds.text_option(),
+        help="Where the final port lands (default generated/<env>/<target>-agent).",
     ),
     workspace: Path = typer.Option(
-        None, "--workspace", help="Agent workspace (default .envforge/runs/<run>)."
+        None,
+        "--workspace",
+        callback=bounds.text_option(),
+        help="Agent workspace (default .envforge/runs/<run>).",
     ),
     spec: str = typer.Option(
         None, "--spec", help="env.toml to use (default: beside the reference)."
@@ -102,7 +108,10 @@ def translate_command(
         help="Seed of the verifier's random choices.",
     ),
     job: str = typer.Option(
-        None, "--job", help="Ledger job name; reuse it to share a budget across runs."
+        None,
+        "--job",
+        callback=bounds.text_option(),
+        help="Ledger job name; reuse it to share a budget across runs.",
     ),
     ledger: Path = typer.Option(
         None, "--ledger", help="Cost ledger (default $ENVFORGE_LEDGER or .envforge/ledger.sqlite)."

@@ -11,15 +11,19 @@ the rendered task as AGENTS.md / CLAUDE.md / GEMINI.md, and a ``verify`` entry p
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
 import shutil
+import stat
 import sys
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envforge.errors import BadInput
+from envforge.input_files import load_toml
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import SourceFile, reference_sources
 from envforge.repair.workspace import port_layout
@@ -30,6 +34,16 @@ TASK_FILES = ("AGENTS.md", "CLAUDE.md", "GEMINI.md")
 """Codex CLI reads AGENTS.md, Claude Code CLAUDE.md, Gemini CLI GEMINI.md."""
 VERIFY_SCRIPT = "verify"
 SKIPPED = ("__pycache__", "target", "build", ".pytest_cache")
+FOLDERS = ("reference", "port", ".gemini", ".codex")
+FILES = (
+    CONFIG_FILE,
+    *TASK_FILES,
+    VERIFY_SCRIPT,
+    ".mcp.json",
+    ".gemini/settings.json",
+    ".codex/config.toml",
+)
+"""The parts of a workspace envforge writes (an agent works in it, and may have replaced any)."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +72,7 @@ class WorkspaceConfig:
         fields = {k: getattr(self, k) for k in ("env", "target", "spec", "reference", "port")}
         lines = [f"{k} = {json.dumps(v)}" for k, v in (*fields.items(), ("levels", self.levels))]
         text = "# Written by `envforge prompt`: what ./verify and `envforge mcp` verify.\n"
-        (self.root / CONFIG_FILE).write_text(text + "\n".join(lines) + "\n")
+        write_part(self.root, CONFIG_FILE, text + "\n".join(lines) + "\n")
 
 
 def load_config(root: Path) -> WorkspaceConfig:
@@ -68,7 +82,7 @@ def load_config(root: Path) -> WorkspaceConfig:
             f"{root} is not an envforge workspace (no {CONFIG_FILE}); see envforge prompt"
         )
     try:
-        data = tomllib.loads(path.read_text())
+        data = load_toml(path, "workspace config", follow_links=False)
         return WorkspaceConfig(
             root=root.resolve(),
             **{k: str(data[k]) for k in ("env", "target", "spec", "reference", "port")},
@@ -86,11 +100,70 @@ def check_out(out: Path) -> None:
         raise BadInput(f"--out {out} exists and is not an envforge workspace; choose another")
 
 
+def check_parts(root: Path) -> None:
+    """Refuse a workspace whose parts are symbolic links or not the kind of file they should be:
+    rewriting it would write (or delete) through a link, or block on a FIFO."""
+    for part in (*FOLDERS, *FILES):  # folders first: a linked .gemini/ is named as itself
+        path = root / part
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise BadInput(f"workspace part {path}: cannot be checked ({e.strerror})") from None
+        want, ok = ("a folder", stat.S_ISDIR) if part in FOLDERS else ("a file", stat.S_ISREG)
+        if stat.S_ISLNK(mode):
+            raise BadInput(
+                f"workspace part {path} is a symbolic link: envforge does not write through "
+                "links; remove it or choose another --out"
+            )
+        if not ok(mode):
+            raise BadInput(f"workspace part {path} is not {want} ({stat.filemode(mode)})")
+
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def write_part(root: Path, part: str, text: str, mode: int | None = None) -> None:
+    """Write ``root/part`` without following a link anywhere below ``root`` (every folder is
+    opened relative to the last, refusing links), and only into a plain regular file."""
+    path = root / part
+    *folders, name = part.split("/")
+    fds = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+    try:
+        for folder in folders:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(folder, dir_fd=fds[-1])
+            fds.append(os.open(folder, _DIR_FLAGS, dir_fd=fds[-1]))
+        fd = os.open(name, _WRITE_FLAGS, 0o644, dir_fd=fds[-1])
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+                raise BadInput(f"workspace part {path} is not a plain file: not written")
+            os.ftruncate(fd, 0)
+            data = text.encode()
+            while data:
+                data = data[os.write(fd, data) :]
+            if mode is not None:
+                os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+    except OSError as e:  # ELOOP: a link; ENXIO: a FIFO with no reader
+        raise BadInput(f"workspace part {path}: not written ({e.strerror})") from None
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def write_workspace(spec: EnvSpec, target: str, out: Path, levels: str = "0-3") -> WorkspaceConfig:
-    """Write the workspace; an earlier one at ``out`` keeps its port, the rest is rewritten."""
+    """Write the workspace; an earlier one at ``out`` keeps its port, the rest is rewritten.
+    Its parts must not be links (:func:`check_parts`); files are written without following
+    any (:func:`write_part`)."""
     chosen = prompts.target(target)
     check_out(out)
     root = out.resolve()
+    check_parts(root)
     sources = reference_sources(spec)
     for source in sources:  # the workspace copies the spec's folder, and only that
         if source.path is not None and not source.path.resolve().is_relative_to(
@@ -98,12 +171,15 @@ def write_workspace(spec: EnvSpec, target: str, out: Path, levels: str = "0-3") 
         ):
             raise BadInput(f"{source.path} is outside {spec.root}: cannot copy it into a workspace")
     reference = root / "reference"
-    if reference.exists():
-        shutil.rmtree(reference)
-    shutil.copytree(spec.root, reference, ignore=shutil.ignore_patterns(*SKIPPED))
+    try:
+        if reference.exists():
+            shutil.rmtree(reference)
+        shutil.copytree(spec.root, reference, ignore=shutil.ignore_patterns(*SKIPPED))
+        (root / "port").mkdir(exist_ok=True)
+    except OSError as e:  # a part replaced while we wrote (check_parts passed)
+        raise BadInput(f"workspace {root}: cannot write {e.filename or 'it'} ({e})") from None
     ref_arg = _reference_argument(spec, reference, sources)
     layout = port_layout(spec, target)
-    (root / "port").mkdir(exist_ok=True)
     config = WorkspaceConfig(
         root=root,
         env=spec.name,
@@ -134,10 +210,8 @@ def write_workspace(spec: EnvSpec, target: str, out: Path, levels: str = "0-3") 
         context=context,
     )
     for name in TASK_FILES:
-        (root / name).write_text(task)
-    script = root / VERIFY_SCRIPT
-    script.write_text(verify_script(config))
-    script.chmod(0o755)
+        write_part(root, name, task)
+    write_part(root, VERIFY_SCRIPT, verify_script(config), mode=0o755)
     write_mcp_configs(root)
     return config
 
@@ -157,17 +231,17 @@ def write_mcp_configs(root: Path) -> None:
     (Codex CLI; read in trusted projects). Each asks the user before it starts a server."""
     command, args = mcp_command(root)
     server = {"command": command, "args": args}
-    (root / ".mcp.json").write_text(json.dumps({"mcpServers": {"envforge": server}}, indent=2))
+    write_part(root, ".mcp.json", json.dumps({"mcpServers": {"envforge": server}}, indent=2))
     gemini = {"mcpServers": {"envforge": {**server, "timeout": MCP_TIMEOUT_S * 1000}}}
-    (root / ".gemini").mkdir(exist_ok=True)
-    (root / ".gemini" / "settings.json").write_text(json.dumps(gemini, indent=2))
-    (root / ".codex").mkdir(exist_ok=True)
-    (root / ".codex" / "config.toml").write_text(
+    write_part(root, ".gemini/settings.json", json.dumps(gemini, indent=2))
+    write_part(
+        root,
+        ".codex/config.toml",
         "[mcp_servers.envforge]\n"
         f"command = {json.dumps(command)}\n"
         f"args = {json.dumps(args)}\n"
         "startup_timeout_sec = 60\n"
-        f"tool_timeout_sec = {MCP_TIMEOUT_S}\n"
+        f"tool_timeout_sec = {MCP_TIMEOUT_S}\n",
     )
 
 
