@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from envforge.backends.cargo_sources import check_sources, fetch_environment, write_cargo_config
 from envforge.cache import cache_root
 from envforge.errors import BadInput, ContractViolation
 from envforge.input_files import InputFileError, load_toml
@@ -165,14 +166,12 @@ def _output(cmd: list[str]) -> str:
 def offline_cargo(cache: RustCache) -> dict[str, str]:
     """Variables that make cargo build offline from the vendored sources, into the shared target
     directory (also given to sandboxed agent commands, so their builds work and reuse deps)."""
-    cache.cargo_home.mkdir(parents=True, exist_ok=True)
     config = (
         '[source.crates-io]\nreplace-with = "envforge-vendored"\n\n'
         f'[source.envforge-vendored]\ndirectory = "{cache.vendor}"\n\n[net]\noffline = true\n'
     )
-    config_path = cache.cargo_home / "config.toml"
-    if not config_path.is_file() or config_path.read_text() != config:
-        config_path.write_text(config)
+    # a sandbox's cargo home is writable by its code: never follow a link or read a FIFO there
+    write_cargo_config(cache.cargo_home, config, anchor=cache.root.parent)
     return {
         "CARGO_HOME": str(cache.cargo_home),
         "CARGO_TARGET_DIR": str(cache.target),
@@ -205,9 +204,10 @@ def fetch_dependencies(crate: Path, cache: RustCache | None = None) -> None:
     if lock.is_symlink() or (lock.exists() and not lock.is_file()):
         # the agent's commands can write the crate: reading a FIFO here would block for ever
         raise ContractViolation("port", "build", "Cargo.lock is not a regular file")
+    check_sources(crate)  # only crates.io or the crate itself: cargo follows what it names
     with _locked(cache.root / "vendor.lock"):
         if not lock.is_file():
-            _run_fetch([tools.cargo, "generate-lockfile", "--manifest-path", manifest])
+            _run_fetch([tools.cargo, "generate-lockfile", "--manifest-path", manifest], cache)
         marker = cache.vendor / ".envforge" / hashlib.sha256(lock.read_bytes()).hexdigest()
         if marker.exists():
             return
@@ -220,14 +220,18 @@ def fetch_dependencies(crate: Path, cache: RustCache | None = None) -> None:
                 "--manifest-path",
                 manifest,
                 str(cache.vendor),
-            ]
+            ],
+            cache,
         )
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.touch()
 
 
-def _run_fetch(cmd: list[str]) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+def _run_fetch(cmd: list[str], cache: RustCache) -> None:
+    # git made unusable, and a working directory whose .cargo/config the port does not write
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=600, env=fetch_environment(), cwd=cache.root
+    )
     if proc.returncode != 0:
         raise ContractViolation(
             "port", "build", f"fetching the crate's dependencies failed:\n{proc.stderr[-3000:]}"

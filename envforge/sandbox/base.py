@@ -133,7 +133,9 @@ class Sandbox(ABC):
         self.limits = limits or SandboxLimits()
 
     @abstractmethod
-    def run(self, command: str, workspace: Path) -> CommandResult: ...
+    def run(self, command: str, workspace: Path, readable: tuple[Path, ...] = ()) -> CommandResult:
+        """``readable``: host paths outside the workspace the command must read (a sandbox
+        shows little else of the host, see envforge/sandbox/paths.py: read_only_view)."""
 
     @abstractmethod
     def start_server(

@@ -2,11 +2,12 @@
 
 ``confine`` runs in the child between fork and exec (``preexec_fn``). In order:
 
-1. join a pids cgroup (a fork bomb hits its ``pids.max``; root ignores ``RLIMIT_NPROC``), and
-   offer itself first to the OOM killer;
+1. join a pids cgroup (a fork bomb hits its ``pids.max``; root ignores ``RLIMIT_NPROC``) and a
+   memory cgroup (envforge/sandbox/cgroups.py), and offer itself first to the OOM killer;
 2. ``unshare`` a mount, a network and a pid namespace (plus a user namespace when not root), so
    the child sees only a loopback interface that is down: no socket reaches anything;
-3. make every mount read-only in the child's view except the writable paths (the workspace,
+3. with a ``view_root``, pivot into a new root that holds only the paths the code needs, a
+   private ``/tmp`` and ``/dev/shm`` (envforge/sandbox/view.py); then make every mount read-only in the child's view except the writable paths (the workspace,
    its scratch directory) and ``/dev/shm``, ``/dev/pts``; put an empty read-only tmpfs over
    ``/run`` (``/var/run``) and ``/dev/null`` over every other Unix socket bound on the host:
    a read-only mount does not stop a ``connect`` (``/var/run/docker.sock`` is root on the host);
@@ -36,6 +37,14 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
+from envforge.sandbox.cgroups import (  # noqa: F401 - re-exported: cgroups lived here before
+    PIDS_CGROUP_ROOTS,
+    kill_cgroup,
+    make_pids_cgroup,
+    remove_cgroup,
+)
+from envforge.sandbox.view import enter_view
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
@@ -57,7 +66,6 @@ KEEP_FLAGS = {
 STAY_WRITABLE = ("/dev/shm", "/dev/pts")
 RUN_DIRECTORIES = ("/run", "/var/run")
 """Daemons' sockets live here (docker's among them): the child gets an empty one instead."""
-PIDS_CGROUP_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -78,6 +86,14 @@ class Confinement:
     """A pid namespace of its own (and, with ``read_only``, a fresh ``/proc``)."""
     hidden_sockets: tuple[str, ...] = ()
     """Unix sockets bound on the host (:func:`host_sockets`), covered with ``/dev/null``."""
+    memory_cgroup: str | None = None
+    """A second cgroup to join (cgroup v1's memory hierarchy), see envforge/sandbox/cgroups.py."""
+    view_root: str | None = None
+    """An empty host directory: with ``read_only``, the child's new root is built there
+    (envforge/sandbox/view.py) and holds only ``visible`` and ``writable``."""
+    visible: tuple[str, ...] = ()
+    tmp_mb: int = 256
+    shm_mb: int = 256
 
 
 def _check(result: int, what: str) -> None:
@@ -128,13 +144,14 @@ def _inside(path: str, roots: tuple[str, ...]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
-def _read_only_view(writable: tuple[str, ...]) -> None:
+def _read_only_view(writable: tuple[str, ...], private_tmp: bool = False) -> None:
     _mount(None, "/", MS_REC | MS_PRIVATE)
     for path in writable:  # a bind mount of its own stays writable when its parent goes read-only
         _mount(path, path, MS_BIND | MS_REC)
     keep_writable = (*writable, *STAY_WRITABLE)
+    own_tmp = "/tmp" if private_tmp else None  # the view's own tmpfs; not what is bound inside it
     for point, keep in _mount_points():
-        if _inside(point, keep_writable):
+        if point == own_tmp or _inside(point, keep_writable):
             continue
         try:
             _mount(None, point, MS_REMOUNT | MS_BIND | MS_RDONLY | keep)
@@ -277,78 +294,22 @@ def _drop_capabilities() -> None:
 
 def confine(c: Confinement) -> None:
     """Apply ``c`` to the calling process (meant for a child before exec)."""
-    if c.pids_cgroup:
-        Path(c.pids_cgroup, "cgroup.procs").write_text(str(os.getpid()))
+    for cgroup in dict.fromkeys(g for g in (c.pids_cgroup, c.memory_cgroup) if g):
+        Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
     _offer_to_oom_killer()
     verifier = os.getppid()
     _unshare(c.no_network, c.read_only, c.own_pids)
+    if c.read_only and c.view_root:
+        _mount(None, "/", MS_REC | MS_PRIVATE)
+        enter_view(c.view_root, c.visible, c.writable, c.tmp_mb, c.shm_mb)
     if c.read_only:
-        _read_only_view(c.writable)
+        _read_only_view(c.writable, private_tmp=c.view_root is not None)
         _hide_host_sockets(c.writable, c.hidden_sockets)
         os.chdir(os.getcwd())  # the cwd was entered before the bind mounts: enter them
     if c.own_pids:
         _enter_pid_namespace(verifier, fresh_proc=c.read_only)
     if c.drop_caps:
         _drop_capabilities()
-
-
-# ---- pids cgroups (root only) ----------------------------------------------------------------
-
-
-def make_pids_cgroup(name: str, max_pids: int) -> str | None:
-    """A fresh cgroup limited to ``max_pids`` tasks, or None where we may not create one."""
-    for root in PIDS_CGROUP_ROOTS:
-        base = Path(root)
-        if not (base / "cgroup.procs").exists():
-            continue
-        if root == "/sys/fs/cgroup" and "pids" not in _v2_controllers(base):
-            continue
-        path = base / name
-        try:
-            path.mkdir(exist_ok=True)
-            (path / "pids.max").write_text(str(max_pids))
-        except OSError:
-            remove_cgroup(str(path))
-            continue
-        return str(path)
-    return None
-
-
-def _v2_controllers(base: Path) -> str:
-    try:
-        return (base / "cgroup.subtree_control").read_text()
-    except OSError:
-        return ""
-
-
-def kill_cgroup(path: str, signal_number: int = 9, rounds: int = 50) -> None:
-    """Kill every task in the cgroup until it is empty (forks racing the kill are caught next round)."""
-    procs = Path(path, "cgroup.procs")
-    for _ in range(rounds):
-        try:
-            pids = [int(p) for p in procs.read_text().split()]
-        except OSError:
-            return
-        if not pids:
-            return
-        for pid in pids:
-            if pid <= 0:  # a task outside our pid namespace reads as 0: kill(0) is our own group
-                continue
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal_number)
-        os.sched_yield()
-
-
-def remove_cgroup(path: str) -> None:
-    kill_cgroup(path)
-    for _ in range(100):
-        try:
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError:  # tasks still exiting
-            os.sched_yield()
 
 
 # ---- what the kernel allows -------------------------------------------------------------------

@@ -36,8 +36,8 @@ from envforge.sandbox.base import (
     ServerProcess,
     read_clipped,
 )
-from envforge.sandbox.image import ensure_image, sandbox_user, system_mounts
-from envforge.sandbox.paths import container_environment, host_rust_cache, python_roots, rust_roots
+from envforge.sandbox.image import ensure_image, sandbox_user
+from envforge.sandbox.paths import container_environment, host_rust_cache, read_only_view
 from envforge.untrusted_files import append_note
 
 MB = 1024 * 1024
@@ -140,12 +140,8 @@ class DockerSandbox(Sandbox):
 
     # ---- containers --------------------------------------------------------------------------
     def _volumes(self, writable: list[Path], readable: tuple[Path, ...]) -> dict[str, dict]:
-        _, host_lib, host_vendor = host_rust_cache()
-        for path in (host_lib, host_vendor):
-            path.mkdir(parents=True, exist_ok=True)
         volumes: dict[str, dict] = {}
-        read_only = [*system_mounts(), *python_roots(), *rust_roots(), host_lib, host_vendor]
-        for path in [*read_only, *readable]:
+        for path in read_only_view(readable):  # never the checkout: see paths.python_roots
             volumes[str(path)] = {"bind": str(path), "mode": "ro"}
         for path in [*writable, realm_cache()]:
             volumes[str(path)] = {"bind": str(path), "mode": "rw"}
@@ -208,7 +204,7 @@ class DockerSandbox(Sandbox):
         return container
 
     # ---- commands ----------------------------------------------------------------------------
-    def run(self, command: str, workspace: Path) -> CommandResult:
+    def run(self, command: str, workspace: Path, readable: tuple[Path, ...] = ()) -> CommandResult:
         import requests.exceptions
 
         fetch_workspace_dependencies(workspace)  # on the host: the container has no network
@@ -219,7 +215,12 @@ class DockerSandbox(Sandbox):
         _give_to_sandbox_user(realm_cache())
         try:
             container = self._start(
-                ["/bin/sh", "-c", command], workspace, scratch, [workspace, scratch], (), cargo
+                ["/bin/sh", "-c", command],
+                workspace,
+                scratch,
+                [workspace, scratch],
+                readable,
+                cargo,
             )
         except SandboxError as e:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -8,7 +8,7 @@ same pid). The next envforge run that opens a sandbox sweeps what belongs to own
 gone (:func:`sweep_once`):
 
 * ``$TMPDIR/envforge-<tag>-*`` scratch folders and ``.log`` files;
-* ``envforge-<tag>-<n>`` pids cgroups (their tasks killed first);
+* ``envforge-<tag>-<n>`` pids and memory cgroups (their tasks killed first);
 * containers labelled with the tag (``envforge/sandbox/docker.py``: ``sweep_containers``).
 
 What another pid namespace owns is never touched: its pids mean nothing here. A SIGTERM is
@@ -29,7 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from envforge.owned_names import owner_gone
-from envforge.sandbox.confine import PIDS_CGROUP_ROOTS, remove_cgroup
+from envforge.sandbox.cgroups import MEMORY_CGROUP_ROOTS, PIDS_CGROUP_ROOTS, remove_cgroup
 
 
 def remove_tree(path: Path) -> None:
@@ -65,7 +65,7 @@ def sweep(temp_dir: Path | None = None) -> list[str]:
             if owner_gone(entry.name):
                 remove_tree(Path(entry.path))
                 removed.append(entry.path)
-    for root in PIDS_CGROUP_ROOTS:
+    for root in dict.fromkeys((*PIDS_CGROUP_ROOTS, *MEMORY_CGROUP_ROOTS)):
         with contextlib.suppress(OSError):
             for entry in os.scandir(root):
                 if entry.is_dir(follow_symlinks=False) and owner_gone(entry.name):

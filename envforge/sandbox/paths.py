@@ -11,6 +11,7 @@ import envforge
 from envforge.backends.rust_build import rust_cache, toolchain
 from envforge.errors import BadInput
 from envforge.sandbox.base import command_environment
+from envforge.sandbox.image import system_mounts
 
 
 def tool_directories() -> list[str]:
@@ -80,14 +81,28 @@ def _common(scratch: Path, path: str) -> dict[str, str]:
 
 
 def python_roots() -> list[Path]:
-    """Directories that hold this interpreter, its packages and envforge itself."""
+    """Directories that hold this interpreter, its packages and envforge's own package (the
+    package folder, not the folder above it: from a checkout that is the whole checkout, with
+    its ``.git/config`` and ``.env`` files)."""
     roots = [
         Path(sys.base_prefix).resolve(),
         Path(sys.prefix).resolve(),
         Path(sys.executable).resolve().parent.parent,
-        Path(envforge.__file__).resolve().parent.parent,
+        Path(envforge.__file__).resolve().parent,
     ]
     return outermost(roots)
+
+
+def read_only_view(readable: tuple[Path, ...] = ()) -> list[Path]:
+    """Every host path a sandbox shows its code, read-only (both sandboxes show the same): the
+    system directories and loader files, the interpreter and its packages, envforge's package,
+    the Rust toolchain, the host's built Rust modules and vendored crates, and ``readable``
+    (the port). Nothing else of the host: not the checkout, not home folders, not ``/tmp``."""
+    _, host_lib, host_vendor = host_rust_cache()
+    for path in (host_lib, host_vendor):
+        path.mkdir(parents=True, exist_ok=True)
+    found = [*system_mounts(), *python_roots(), *rust_roots(), host_lib, host_vendor, *readable]
+    return list(dict.fromkeys(p for p in found if p.exists()))
 
 
 def rust_roots() -> list[Path]:

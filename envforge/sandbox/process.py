@@ -3,9 +3,11 @@ clock, and (where the kernel allows) namespaces.
 
 Each command or server gets: rlimits on CPU time, address space and file size; a pids cgroup
 (root) or ``RLIMIT_NPROC`` (other users) against fork bombs; a network namespace with only a
-downed loopback; a pid namespace (it cannot signal the verifier); a read-only view of every
-filesystem except its workspace, a scratch directory (HOME, TMPDIR) and the sandbox's own Rust
-build cache, with no host socket reachable; no capabilities. A command past its wall-clock limit
+downed loopback; a pid namespace (it cannot signal the verifier); a memory cgroup (real memory,
+``SandboxLimits.memory_mb``); a file system of its own (envforge/sandbox/view.py: the same host
+paths the docker sandbox mounts, read-only, private ``/tmp`` and ``/dev/shm``) in which only its
+workspace, a scratch directory (HOME, TMPDIR) and the sandbox's own Rust build cache are
+writable, with no host socket reachable; no capabilities. A command past its wall-clock limit
 is killed with its whole process group and cgroup. Its environment is an allow-list (no
 credentials). What the kernel refused is left out and named by :meth:`ProcessSandbox.describe`.
 """
@@ -19,8 +21,10 @@ import resource
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 
 from envforge.backends.rust_build import RustCache, fetch_workspace_dependencies, offline_cargo
@@ -32,6 +36,7 @@ from envforge.sandbox.base import (
     ServerProcess,
     read_clipped,
 )
+from envforge.sandbox.cgroups import make_memory_cgroup, oom_kills
 from envforge.sandbox.confine import (
     Capabilities,
     Confinement,
@@ -42,7 +47,12 @@ from envforge.sandbox.confine import (
     probe,
     remove_cgroup,
 )
-from envforge.sandbox.paths import child_environment, host_rust_cache, sandbox_realm
+from envforge.sandbox.paths import (
+    child_environment,
+    host_rust_cache,
+    read_only_view,
+    sandbox_realm,
+)
 
 MB = 1024 * 1024
 SERVER_CPU_S = 4 * 3600
@@ -56,6 +66,8 @@ class ProcessSandbox(Sandbox):
     def __init__(self, limits: SandboxLimits | None = None, confined: bool = True) -> None:
         super().__init__(limits)
         self.caps = probe() if confined else Capabilities(False, False, False, False)
+        self.private_view = self.caps.read_only_mounts and view_works()
+        self.memory_limited = confined and _memory_cgroup_works(self.caps)
 
     def describe(self) -> str:
         parts = ["own process group", "rlimits"]
@@ -64,14 +76,23 @@ class ProcessSandbox(Sandbox):
             parts.append("no network")
         if self.caps.pid_namespace:
             parts.append("own pids")
-        if self.caps.read_only_mounts:
+        if self.private_view:
+            parts.append(
+                "a file system of its own: system, interpreter, envforge's package, toolchain "
+                "and the port read-only, the workspace writable, private /tmp and /dev/shm"
+            )
+        elif self.caps.read_only_mounts:
             parts.append("read-only filesystem outside the workspace, no host sockets")
+        if self.memory_limited:
+            parts.append(f"{self.limits.memory_mb} MB memory cgroup")
         missing = [
             name
             for name, ok in (
                 ("network namespace", self.caps.network_namespace),
                 ("read-only mounts", self.caps.read_only_mounts),
                 ("pid namespace", self.caps.pid_namespace),
+                ("private file system view (the host's files stay readable)", self.private_view),
+                ("memory cgroup (address-space rlimit only)", self.memory_limited),
             )
             if not ok
         ]
@@ -88,21 +109,33 @@ class ProcessSandbox(Sandbox):
             space = limits.address_space_mb * MB
             resource.setrlimit(resource.RLIMIT_AS, (space, space))
 
-    def _setup(self, writable: list[Path], cpu_s: int) -> tuple[Callable[[], None], str | None]:
-        """The child's preexec function, and the cgroup it joins (None without one)."""
-        cgroup = None
+    def _setup(
+        self, writable: list[Path], cpu_s: int, readable: tuple[Path, ...] = ()
+    ) -> tuple[Callable[[], None], Held]:
+        """The child's preexec function, and what the host holds for it until it ends."""
+        held = Held()
+        number = next(_names)
         if self.caps.pids_cgroup:
-            cgroup = make_pids_cgroup(f"{owned_prefix('pids')}{next(_names)}", self.limits.max_pids)
-        nproc = None if (cgroup or os.getuid() == 0) else _user_tasks() + self.limits.max_pids
+            held.pids = make_pids_cgroup(f"{owned_prefix('pids')}{number}", self.limits.max_pids)
+        if self.memory_limited:
+            name = f"{owned_prefix('mem')}{number}"
+            held.memory = make_memory_cgroup(name, self.limits.memory_mb, held.pids)
+        if self.private_view:
+            held.staging = Path(tempfile.mkdtemp(prefix=owned_prefix("root")))
+        nproc = None if (held.pids or os.getuid() == 0) else _user_tasks() + self.limits.max_pids
         paths = [str(p) for p in writable if p.exists()]
         confinement = Confinement(
             writable=tuple(paths),
             no_network=self.caps.network_namespace,
             read_only=self.caps.read_only_mounts,
             drop_caps=self.caps.drop_caps,
-            pids_cgroup=cgroup,
+            pids_cgroup=held.pids,
             own_pids=self.caps.pid_namespace,
             hidden_sockets=host_sockets() if self.caps.read_only_mounts else (),
+            memory_cgroup=held.memory,
+            view_root=str(held.staging) if held.staging else None,
+            visible=tuple(str(p) for p in read_only_view(readable)) if held.staging else (),
+            shm_mb=min(self.limits.memory_mb, 1024),
         )
 
         def setup() -> None:
@@ -111,7 +144,7 @@ class ProcessSandbox(Sandbox):
                 resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
             confine(confinement)
 
-        return setup, cgroup
+        return setup, held
 
     def _writable(self, *paths: Path) -> list[Path]:
         """The given paths and the sandbox's own build cache (never the host's: a library
@@ -124,10 +157,10 @@ class ProcessSandbox(Sandbox):
         return offline_cargo(RustCache(sandbox_realm(self.kind) / "rust", host_vendor))
 
     # ---- commands ----------------------------------------------------------------------------
-    def run(self, command: str, workspace: Path) -> CommandResult:
+    def run(self, command: str, workspace: Path, readable: tuple[Path, ...] = ()) -> CommandResult:
         fetch_workspace_dependencies(workspace)  # on the host: the command has no network
         scratch = Path(tempfile.mkdtemp(prefix=owned_prefix("sbx")))
-        setup, cgroup = self._setup(self._writable(workspace, scratch), self.limits.cpu_s)
+        setup, held = self._setup(self._writable(workspace, scratch), self.limits.cpu_s, readable)
         # output goes to a file, not a pipe: a grandchild holding a pipe open cannot hang us
         try:
             with tempfile.TemporaryFile() as sink:
@@ -149,13 +182,13 @@ class ProcessSandbox(Sandbox):
                     exit_code = None
                 finally:
                     _kill_group(process.pid)
-                    if cgroup:
-                        kill_cgroup(cgroup)
+                    held.kill()
                     process.wait()
                 output, truncated = read_clipped(sink, self.limits.output_chars)
+                if held.memory and oom_kills(held.memory):
+                    output += f"\n[killed: out of memory (limit {self.limits.memory_mb} MB)]"
         finally:
-            if cgroup:
-                remove_cgroup(cgroup)
+            held.release()
             shutil.rmtree(scratch, ignore_errors=True)
         return CommandResult(exit_code, output, timed_out, truncated)
 
@@ -163,7 +196,7 @@ class ProcessSandbox(Sandbox):
     def start_server(
         self, argv: list[str], scratch: Path, env: dict[str, str], readable: tuple[Path, ...] = ()
     ) -> ServerProcess:
-        setup, cgroup = self._setup(self._writable(scratch), SERVER_CPU_S)
+        setup, held = self._setup(self._writable(scratch), SERVER_CPU_S, readable)
         log = open(scratch / "server.out", "wb")  # noqa: SIM115 - the child owns it from here
         try:
             process = subprocess.Popen(
@@ -177,19 +210,44 @@ class ProcessSandbox(Sandbox):
                 preexec_fn=setup,
             )
         except BaseException:
-            if cgroup:
-                remove_cgroup(cgroup)
+            held.release()
             raise
         finally:
             log.close()
-        return ProcessServer(process, cgroup)
+        return ProcessServer(process, held)
+
+
+class Held:
+    """What the host made for one sandboxed child: its cgroups and its new root's staging
+    directory (empty on the host: the root lives in the child's mount namespace)."""
+
+    def __init__(self) -> None:
+        self.pids: str | None = None
+        self.memory: str | None = None
+        self.staging: Path | None = None
+
+    def cgroups(self) -> list[str]:
+        return list(dict.fromkeys(g for g in (self.pids, self.memory) if g))
+
+    def kill(self) -> None:
+        for cgroup in self.cgroups():
+            kill_cgroup(cgroup)
+
+    def release(self) -> None:
+        for cgroup in self.cgroups():
+            remove_cgroup(cgroup)
+        self.pids = self.memory = None
+        if self.staging is not None:
+            with contextlib.suppress(OSError):
+                self.staging.rmdir()
+            self.staging = None
 
 
 class ProcessServer(ServerProcess):
-    def __init__(self, process: subprocess.Popen[bytes], cgroup: str | None) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], held: Held) -> None:
         self.process = process
         self.pid = process.pid
-        self.cgroup = cgroup
+        self.held = held
 
     def is_alive(self) -> bool:
         return self.process.poll() is None
@@ -204,14 +262,11 @@ class ProcessServer(ServerProcess):
 
     def kill(self) -> None:
         _kill_group(self.process.pid)
-        if self.cgroup:
-            kill_cgroup(self.cgroup)
+        self.held.kill()
         self.join(5)
 
     def cleanup(self) -> None:
-        if self.cgroup:
-            remove_cgroup(self.cgroup)
-            self.cgroup = None
+        self.held.release()
 
 
 def _kill_group(pgid: int) -> None:
@@ -233,3 +288,39 @@ def _user_tasks() -> int:
         except OSError:
             continue
     return count
+
+
+@lru_cache(maxsize=1)
+def view_works() -> bool:
+    """Whether a child can be given a root of its own here (envforge/sandbox/view.py)."""
+    staging = Path(tempfile.mkdtemp(prefix=owned_prefix("root")))
+    confinement = Confinement(
+        no_network=False,
+        drop_caps=False,
+        own_pids=False,
+        view_root=str(staging),
+        visible=tuple(str(p) for p in read_only_view()),
+    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", "import envforge"],
+            preexec_fn=lambda: confine(confinement),
+            capture_output=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            staging.rmdir()
+    return proc.returncode == 0
+
+
+@lru_cache(maxsize=1)
+def _memory_cgroup_works(caps: Capabilities) -> bool:
+    name = f"{owned_prefix('probe')}mem"
+    pids = make_pids_cgroup(f"{owned_prefix('probe')}pids", 16) if caps.pids_cgroup else None
+    memory = make_memory_cgroup(name, 64, pids)
+    for cgroup in dict.fromkeys(g for g in (pids, memory) if g):
+        remove_cgroup(cgroup)
+    return memory is not None
