@@ -1,19 +1,24 @@
 """Run a Driver in a child process, so a segfault, abort or hang cannot take the verifier down.
 
 The child builds the driver from a picklable :class:`Recipe`, then serves ``reset``/``step``/
-``observe`` calls over a pipe. Every call has a time limit; on a crash or timeout the whole
-child process group is killed and the caller gets a typed :class:`DriverFailure` with the
-signal and the tail of the child's stderr (Python's faulthandler writes the stack there).
+``observe`` calls over a pipe. Every call has a time limit, and so has opening the driver: the
+build limit for compiling (a Rust port's cargo build, JAX's own import, a whole reference),
+then the call timeout for importing the port. Every reply is read whole within that limit and
+is refused beyond a size cap (``backends/frames.py``). On a crash, timeout or refused reply the
+whole child process group is killed and the caller gets a typed :class:`DriverFailure` with
+the signal and the tail of the child's stderr (Python's faulthandler writes the stack there).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
 import select
 import signal
 import tempfile
 import threading
+import time
 import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -23,7 +28,15 @@ import numpy as np
 
 from envforge.backends.base import Driver, State, Transition
 from envforge.backends.coverage import LineCoverage
-from envforge.backends.recipe import Recipe, build_driver
+from envforge.backends.frames import (
+    FrameClosed,
+    FrameTimeout,
+    FrameTooLong,
+    recv_frame,
+    reply_cap,
+    send_frame,
+)
+from envforge.backends.recipe import Recipe, build_driver, compile_step
 from envforge.errors import (
     ContractViolation,
     DriverCrashed,
@@ -40,6 +53,10 @@ _FAILURES = {
     "DriverCrashed": DriverCrashed,
     "DriverTimeout": DriverTimeout,
 }
+BUILD_TIMEOUT_S = 600.0
+"""Default limit on compiling a driver (``--build-timeout``): a Rust port's cargo build, JAX's
+own import, a whole reference. Importing the port itself falls under the call timeout."""
+CLOSE_TIMEOUT_S = 5.0
 
 
 def _message(e: BaseException) -> str:
@@ -77,7 +94,10 @@ def serve_recipe(recipe: Recipe, conn: Connection, log_path: str) -> None:
     for key, value in recipe.env.items():
         os.environ[key] = value
     try:
-        driver = build_driver(recipe)
+        # first what the build limit covers, then (the host's call timeout) the port's import
+        driver = compile_step(recipe)
+        conn.send(("built", None))
+        driver = driver or build_driver(recipe)
         conn.send(
             (
                 "ok",
@@ -113,7 +133,7 @@ class IsolatedDriver(Driver):
     """Bytes of the child's log already handed out with a failure (see ``_stderr_new``)."""
 
     def __init__(
-        self, recipe: Recipe, timeout_s: float = 120.0, build_timeout_s: float = 600.0
+        self, recipe: Recipe, timeout_s: float = 120.0, build_timeout_s: float = BUILD_TIMEOUT_S
     ) -> None:
         super().__init__(recipe.spec)
         self.side = recipe.side
@@ -129,7 +149,7 @@ class IsolatedDriver(Driver):
         )
         self._proc.start()
         child_conn.close()
-        info = self._call_raw("build", build_timeout_s)
+        info = self._open(build_timeout_s)
         self._describe = info["describe"]
         self._sources = [Path(p) for p in info["sources"]]
         fingerprint = info.get("fingerprint")
@@ -159,44 +179,97 @@ class IsolatedDriver(Driver):
                 self._proc.kill()
         self._proc.join(5)
 
-    def _call_raw(self, method: str, timeout: float, *args: Any) -> Any:
+    def _open(self, build_timeout_s: float) -> Any:
+        """The build's reply: compiling within ``build_timeout_s``, then (after the server's
+        one ``built`` frame) the port's import within the call timeout."""
+        os.set_blocking(self._conn.fileno(), False)  # frames are read against deadlines
+        limit = f"{build_timeout_s:g} s (the build limit, --build-timeout)"
+        reply = self._exchange("build", time.monotonic() + build_timeout_s, (), limit)
+        if isinstance(reply, tuple) and reply[:1] == ("built",):
+            limit = f"{self.timeout_s:g} s (the call timeout, --timeout, covers the import)"
+            reply = self._exchange("build", time.monotonic() + self.timeout_s, (), limit)
+        return self._result("build", reply)
+
+    def _decode(self, data: bytes) -> Any:
+        """A reply's object. The unsandboxed child runs as this user anyway; a sandboxed
+        server's replies are unpickled with an allow-list (``sandbox/driver.py``)."""
+        try:
+            return pickle.loads(data)
+        except Exception as e:  # noqa: BLE001 - a malformed reply is the child's failure
+            return ("raise", "ContractViolation", f"unreadable reply: {e}", "")
+
+    def _exchange(self, method: str, deadline: float, args: tuple[Any, ...], limit: str) -> Any:
+        """Send ``method(*args)`` (not for the build, which the server starts by itself) and
+        read its reply, whole, before ``deadline``: a server that does not take the call, or
+        sends less than its reply's header announced, is killed with a timeout finding; one
+        that announces more than ``reply_cap`` is killed with a contract finding."""
         # No liveness check first: it cost a waitpid per call here and a docker API round trip
         # per call in a container. A dead child's end of the connection is closed, so the send
         # or the reply read below reports the crash with its exit status.
+        fd = self._conn.fileno()
         try:
             if method != "build":
-                self._conn.send((method, args))
-            ready = self._conn.poll(timeout)
-        except (BrokenPipeError, EOFError, OSError):
-            ready = True  # fall through to recv, which reports the crash
-        if not ready:
+                send_frame(fd, pickle.dumps((method, args), pickle.HIGHEST_PROTOCOL), deadline)
+            data = recv_frame(fd, deadline, reply_cap(self.spec, method, args))
+        except FrameTimeout as e:
             self._kill()
+            seen = "" if e.size is None and not e.got else f"; {e.seen()} of a frame had come"
             raise DriverTimeout(
                 self.side,
                 method,
-                f"did not return within {timeout:g} s (killed)",
+                f"did not return within {limit} (killed{seen})",
                 self._stderr_tail(),
-            )
-        try:
-            reply = self._conn.recv()
-        except (EOFError, OSError):
+            ) from None
+        except FrameTooLong as e:
+            self._kill()
+            raise ContractViolation(
+                self.side,
+                method,
+                f"its reply's header announced {e.size:,} bytes, more than the {e.cap:,} "
+                f"a {method} of this spec may send (killed)",
+                self._stderr_tail(),
+            ) from None
+        except (FrameClosed, OSError) as e:
             self._proc.join(5)
             code = self._proc.exitcode
             how = f"exit code {code}"
             if code is not None and code < 0:
                 how = f"signal {signal.Signals(-code).name}"
+            partial = (
+                f"; {e.seen()} of its reply had come"
+                if isinstance(e, FrameClosed) and e.size
+                else ""
+            )
             raise DriverCrashed(
-                self.side, method, f"process died ({how})", self._stderr_tail()
+                self.side, method, f"process died ({how}{partial})", self._stderr_tail()
             ) from None
-        if reply[0] == "ok":
+        return self._decode(data)
+
+    def _result(self, method: str, reply: Any) -> Any:
+        """A reply's value, or its failure raised as the DriverFailure it names."""
+        if isinstance(reply, tuple) and len(reply) == 2 and reply[0] == "ok":
             return reply[1]
+        if not (
+            isinstance(reply, tuple)
+            and len(reply) == 4
+            and reply[0] == "raise"
+            and all(isinstance(part, str) for part in reply[1:])
+        ):
+            self._kill()
+            raise ContractViolation(
+                self.side, method, f"sent a reply of no known form: {repr(reply)[:200]} (killed)"
+            )
         _, type_name, message, tb = reply
         cls = _FAILURES.get(type_name, DriverRaised)
         if cls is DriverRaised:
             message = f"raised {type_name}: {message}"
             written = self._stderr_new()
             tb += f"\nstderr since the last failure:\n{written}" if written.strip() else ""
-        raise cls(self.side, method if method != "build" else "build", message, tb)
+        raise cls(self.side, method, message, tb)
+
+    def _call_raw(self, method: str, timeout: float, *args: Any) -> Any:
+        reply = self._exchange(method, time.monotonic() + timeout, args, f"{timeout:g} s")
+        return self._result(method, reply)
 
     def _call(self, method: str, *args: Any) -> Any:
         return self._call_raw(method, self.timeout_s, *args)
@@ -258,9 +331,10 @@ class IsolatedDriver(Driver):
     def close(self) -> None:
         if self._proc.is_alive():
             try:
-                self._conn.send(("close", ()))
-                self._proc.join(5)
-            except (BrokenPipeError, OSError):
+                deadline = time.monotonic() + CLOSE_TIMEOUT_S
+                send_frame(self._conn.fileno(), pickle.dumps(("close", ())), deadline)
+                self._proc.join(CLOSE_TIMEOUT_S)
+            except (FrameTimeout, OSError):
                 pass
         self._kill()
         self._conn.close()

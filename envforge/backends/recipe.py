@@ -64,6 +64,22 @@ def port_recipe(spec: EnvSpec, port: str | Path, strict_float: bool | None = Non
     )
 
 
+def compile_step(recipe: Recipe) -> Driver | None:
+    """The part of building ``recipe``'s driver that the build limit covers, run first by a
+    driver server (``backends/isolated.serve_recipe``): a Rust port's cargo build, JAX's own
+    import (not the port's), or a whole reference (our own code; a C reference compiles in its
+    constructor), returned built. The rest, importing the port, falls under the call timeout."""
+    if recipe.side == "reference":
+        return build_driver(recipe)
+    if recipe.kind == "rust":
+        from envforge.backends.rust_build import build_extension
+
+        build_extension(Path(recipe.target))  # cached: the driver finds it built
+    elif recipe.kind == "jax":
+        import jax.numpy  # noqa: F401 - the library, so the port's own import is what is timed
+    return None
+
+
 def build_driver(recipe: Recipe) -> Driver:
     """Build the driver a recipe describes, in this process."""
     driver: Driver
@@ -97,11 +113,21 @@ def build_driver(recipe: Recipe) -> Driver:
     return driver
 
 
-def open_driver(recipe: Recipe, isolate: bool = True, timeout_s: float | None = None) -> Driver:
+def open_driver(
+    recipe: Recipe,
+    isolate: bool = True,
+    timeout_s: float | None = None,
+    build_timeout_s: float | None = None,
+) -> Driver:
     """Build a driver, by default in its own process (see backends/isolated.py); in a sandbox,
-    ``sandbox.driver.open_sandboxed`` opens it."""
+    ``sandbox.driver.open_sandboxed`` opens it. ``timeout_s`` (default: the spec's) limits
+    every call and the port's import, ``build_timeout_s`` its compiling."""
     if not isolate:
         return build_driver(recipe)
-    from envforge.backends.isolated import IsolatedDriver
+    from envforge.backends.isolated import BUILD_TIMEOUT_S, IsolatedDriver
 
-    return IsolatedDriver(recipe, timeout_s=timeout_s or recipe.spec.verify.timeout_s)
+    return IsolatedDriver(
+        recipe,
+        timeout_s=timeout_s or recipe.spec.verify.timeout_s,
+        build_timeout_s=build_timeout_s or BUILD_TIMEOUT_S,
+    )

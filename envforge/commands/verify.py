@@ -58,7 +58,16 @@ def verify_command(
         None,
         "--timeout",
         callback=bounds.option(bounds.SECONDS),
-        help="Seconds one driver call may take.",
+        help="Seconds one driver call may take, the port's import included "
+        "(default: the spec's [verify] timeout_s, 120).",
+    ),
+    build_timeout: float = typer.Option(
+        None,
+        "--build-timeout",
+        callback=bounds.option(bounds.SECONDS),
+        help="Seconds compiling a driver may take: a Rust port's cargo build, JAX's own import, "
+        "building the reference (default 600). Every reply is also read whole within its "
+        "limit and refused beyond a size cap.",
     ),
     no_isolate: bool = typer.Option(
         False, "--no-isolate", help="Run drivers in this process (debugging)."
@@ -122,6 +131,7 @@ def verify_command(
         scale=scale,
         isolate=not no_isolate,
         timeout_s=timeout,
+        build_timeout_s=build_timeout,
         strict_float=strict,
         both_directions=both_directions,
         sandbox=sandbox_choice.kind,

@@ -2,10 +2,11 @@
 
 The server is ``python -m envforge.sandbox.serve <scratch>`` started by ``Sandbox.start_server``
 (a confined child process, or a container); the host talks to it over a Unix socket in the
-scratch directory. Everything else — per-call timeouts, crash and timeout findings with the
-server's stderr — is :class:`IsolatedDriver`'s. Replies are unpickled with an allow-list: code
-in the sandbox can write anything to its end of the socket, and a plain unpickle would run it on
-the host.
+scratch directory. Everything else — per-call timeouts, a deadline and a size cap on every
+reply frame, crash and timeout findings with the server's stderr — is :class:`IsolatedDriver`'s.
+Replies are unpickled with an allow-list: code in the sandbox can write anything to its end of
+the socket, and a plain unpickle would run it on the host. The connection's handshake, before
+any port code runs, is bounded too (``CONNECT_TIMEOUT_S``).
 """
 
 from __future__ import annotations
@@ -13,15 +14,17 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import socket
+import struct
 import sys
 import tempfile
 import time
-from multiprocessing.connection import Client, Connection
+from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
 from pathlib import Path
 from typing import Any
 
 from envforge.backends.base import Driver
-from envforge.backends.isolated import IsolatedDriver
+from envforge.backends.isolated import BUILD_TIMEOUT_S, IsolatedDriver
 from envforge.backends.recipe import Recipe, open_driver
 from envforge.backends.rust_build import fetch_dependencies
 from envforge.errors import DriverCrashed, DriverTimeout
@@ -53,27 +56,35 @@ class _ReplyUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"sandboxed driver sent a forbidden object {module}.{name}")
 
 
-class ReplyConnection:
-    """The host's end of the socket: sends as usual, unpickles replies with the allow-list."""
+def decode_reply(data: bytes) -> Any:
+    """A sandboxed server's reply, unpickled with the allow-list; anything else is the
+    server's contract failure."""
+    try:
+        return _ReplyUnpickler(io.BytesIO(data)).load()
+    except Exception as e:  # noqa: BLE001 - any malformed reply is the server's failure
+        return ("raise", "ContractViolation", f"unreadable reply: {e}", "")
 
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
 
-    def send(self, obj: Any) -> None:
-        self._conn.send(obj)
-
-    def poll(self, timeout: float) -> bool:
-        return self._conn.poll(timeout)
-
-    def recv(self) -> Any:
-        data = self._conn.recv_bytes()
-        try:
-            return _ReplyUnpickler(io.BytesIO(data)).load()
-        except Exception as e:  # noqa: BLE001 - any malformed reply is the server's failure
-            return ("raise", "ContractViolation", f"unreadable reply: {e}", "")
-
-    def close(self) -> None:
-        self._conn.close()
+def connect_bounded(path: Path, authkey: bytes, seconds: float) -> Connection:
+    """``multiprocessing.connection.Client`` for a Unix socket, with every read and write of
+    the connect and the handshake limited to ``seconds`` (Client's own would wait for good)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    limit = struct.pack("ll", int(seconds), int(seconds % 1 * 1e6))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, limit)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
+        sock.connect(str(path))
+    except BaseException:
+        sock.close()
+        raise
+    conn = Connection(sock.detach())
+    try:
+        answer_challenge(conn, authkey)
+        deliver_challenge(conn, authkey)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 class SandboxedDriver(IsolatedDriver):
@@ -82,7 +93,7 @@ class SandboxedDriver(IsolatedDriver):
         recipe: Recipe,
         sandbox: Sandbox,
         timeout_s: float = 120.0,
-        build_timeout_s: float = 600.0,
+        build_timeout_s: float = BUILD_TIMEOUT_S,
     ) -> None:
         Driver.__init__(self, recipe.spec)
         self.side = recipe.side
@@ -106,23 +117,28 @@ class SandboxedDriver(IsolatedDriver):
             raise DriverCrashed(self.side, "build", str(e)) from None
         self._proc = self._server  # type: ignore[assignment]  # the same interface, sandboxed
         try:
-            self._conn = self._connect(authkey, CONNECT_TIMEOUT_S)  # type: ignore[assignment]
-            info = self._call_raw("build", build_timeout_s)
+            self._conn = self._connect(authkey, CONNECT_TIMEOUT_S)
+            info = self._open(build_timeout_s)
         except BaseException:
             self._release()
             raise
         self._describe = info["describe"]
         self._sources = [Path(p) for p in info["sources"]]
 
-    def _connect(self, authkey: bytes, timeout: float) -> ReplyConnection:
+    def _connect(self, authkey: bytes, timeout: float) -> Connection:
         socket_path = self._scratch / SOCKET
         deadline = time.monotonic() + timeout
         while True:
             if socket_path.exists():
                 try:
-                    return ReplyConnection(Client(str(socket_path), "AF_UNIX", authkey=authkey))
+                    return connect_bounded(socket_path, authkey, timeout)
                 except (ConnectionRefusedError, FileNotFoundError):
                     pass  # bound, not yet listening
+                except (OSError, EOFError) as e:  # a handshake that stalled or broke off
+                    self._kill()
+                    raise DriverCrashed(
+                        self.side, "build", f"sandboxed server's handshake failed: {e}"
+                    ) from None
             if not self._server.is_alive():
                 raise DriverCrashed(
                     self.side,
@@ -145,6 +161,9 @@ class SandboxedDriver(IsolatedDriver):
     def _stderr_tail(self, limit: int = 2000) -> str:
         return self._startup_output(limit)
 
+    def _decode(self, data: bytes) -> Any:
+        return decode_reply(data)
+
     def _kill(self) -> None:
         self._server.kill()
 
@@ -164,9 +183,20 @@ class SandboxedDriver(IsolatedDriver):
 
 
 def open_sandboxed(
-    recipe: Recipe, sandbox: Sandbox | None, isolate: bool = True, timeout_s: float | None = None
+    recipe: Recipe,
+    sandbox: Sandbox | None,
+    isolate: bool = True,
+    timeout_s: float | None = None,
+    build_timeout_s: float | None = None,
 ) -> Driver:
-    """A driver in ``sandbox``; without one (``--sandbox none``), as ``open_driver`` opens it."""
+    """A driver in ``sandbox``; without one (``--sandbox none``), as ``open_driver`` opens it.
+    ``timeout_s`` (default: the spec's) limits every call and the port's import,
+    ``build_timeout_s`` (default ``BUILD_TIMEOUT_S``) its compiling."""
     if sandbox is None:
-        return open_driver(recipe, isolate, timeout_s)
-    return SandboxedDriver(recipe, sandbox, timeout_s=timeout_s or recipe.spec.verify.timeout_s)
+        return open_driver(recipe, isolate, timeout_s, build_timeout_s)
+    return SandboxedDriver(
+        recipe,
+        sandbox,
+        timeout_s=timeout_s or recipe.spec.verify.timeout_s,
+        build_timeout_s=build_timeout_s or BUILD_TIMEOUT_S,
+    )

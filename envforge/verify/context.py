@@ -28,6 +28,10 @@ class VerifyOptions:
     """Multiplies example/episode counts (CI can run a lighter verify, users a heavier one)."""
     isolate: bool = True
     timeout_s: float | None = None
+    """Seconds one driver call may take, the port's import included; None: the spec's."""
+    build_timeout_s: float | None = None
+    """Seconds compiling a driver may take (a Rust port's build, JAX's own import, a whole
+    reference); None: ``backends.isolated.BUILD_TIMEOUT_S``."""
     strict_float: bool | None = None
     both_directions: bool = False
     seed_sweep: int | None = None
@@ -47,6 +51,7 @@ class VerifyOptions:
         check("seed", self.seed, bounds.SEED)
         check("scale", self.scale, bounds.SCALE)
         check_optional("timeout", self.timeout_s, bounds.SECONDS)
+        check_optional("build_timeout", self.build_timeout_s, bounds.SECONDS)
         check_optional("seed_sweep", self.seed_sweep, bounds.SEED_SWEEP)
 
 

@@ -151,10 +151,19 @@ class DriverPair:
 
     def open(self) -> tuple[Driver, Driver]:
         if self.ref is None:
-            self.ref = open_driver(self.ref_recipe, self.options.isolate, self.options.timeout_s)
+            self.ref = open_driver(
+                self.ref_recipe,
+                self.options.isolate,
+                self.options.timeout_s,
+                self.options.build_timeout_s,
+            )
         if self.port is None:
             self.port = open_sandboxed(
-                self.port_recipe, self.sandbox, self.options.isolate, self.options.timeout_s
+                self.port_recipe,
+                self.sandbox,
+                self.options.isolate,
+                self.options.timeout_s,
+                self.options.build_timeout_s,
             )
         return self.ref, self.port
 
