@@ -129,9 +129,14 @@ def test_repair_prompt_from_a_report_read_back_from_json(tmp_path: Path) -> None
     assert rerun_command(None, "gymnasium:CartPole-v1", None, None, "rust") == (
         "envforge verify --ref gymnasium:CartPole-v1 --target rust --levels {levels}"
     )
-    passed = Report("pong", "pong.c", str(port), [LevelResult(0, "pass")], [0])
+    passed = Report("pong", "pong.c", str(port), [LevelResult(n, "pass") for n in range(4)])
+    passed.requested = [0, 1, 2, 3]
     assert "nothing to repair" in next_repair_prompt(
-        passed, spec_for_name("pong"), port, "0", rerun, []
+        passed, spec_for_name("pong"), port, "0-3", rerun, []
+    )
+    at_zero = Report("pong", "pong.c", str(port), [LevelResult(0, "pass")], [0])
+    assert "levels 1-3 not run yet" in next_repair_prompt(  # not done: says what remains
+        at_zero, spec_for_name("pong"), port, "0", rerun, []
     )
 
 

@@ -13,7 +13,7 @@ from envforge.port_files import PortFiles, list_port
 from envforge.prompts import render as prompts
 from envforge.spec import EnvSpec
 from envforge.verify.findings import Finding
-from envforge.verify.verdict import Report
+from envforge.verify.verdict import EQUIVALENCE_LEVELS, Report, levels_phrase
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 """Where envforge's own files are: a traceback through them shows paths relative to it."""
@@ -31,6 +31,14 @@ def next_repair_prompt(
     """``verify_as`` is how the agent reruns the verifier (``{levels}`` marks the levels).
     ``follow_port``: whether ``port`` itself may be a link (a path the user typed; not an
     agent's workspace)."""
+    if report.passed and report.levels_not_run:
+        full = levels_text(list(EQUIVALENCE_LEVELS))
+        rerun = verify_as.replace("{levels}", full) if "{levels}" in verify_as else verify_as
+        return (
+            f"The port passes {levels_phrase(report.requested)}; "
+            f"{levels_phrase(report.levels_not_run)} not run yet. It is done only when "
+            f"`{rerun}` passes all of {full}: run that next.\n"
+        )
     if report.passed:
         return f"The port is equivalent at levels {levels}: nothing to repair.\n"
     finding = report.first_finding()

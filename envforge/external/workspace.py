@@ -23,6 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envforge.errors import BadInput
+from envforge.external.agent_task import render_task
+from envforge.external.reference_copy import tidy_copy
 from envforge.input_files import load_toml
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import SourceFile, reference_sources
@@ -160,7 +162,7 @@ def write_workspace(spec: EnvSpec, target: str, out: Path, levels: str = "0-3") 
     """Write the workspace; an earlier one at ``out`` keeps its port, the rest is rewritten.
     Its parts must not be links (:func:`check_parts`); files are written without following
     any (:func:`write_part`)."""
-    chosen = prompts.target(target)
+    prompts.target(target)  # an unknown target is refused before anything is written
     check_out(out)
     root = out.resolve()
     check_parts(root)
@@ -175,6 +177,7 @@ def write_workspace(spec: EnvSpec, target: str, out: Path, levels: str = "0-3") 
         if reference.exists():
             shutil.rmtree(reference)
         shutil.copytree(spec.root, reference, ignore=shutil.ignore_patterns(*SKIPPED))
+        tidy_copy(spec, reference)  # the implementer's part of README.md; no shipped ports
         (root / "port").mkdir(exist_ok=True)
     except OSError as e:  # a part replaced while we wrote (check_parts passed)
         raise BadInput(f"workspace {root}: cannot write {e.filename or 'it'} ({e})") from None
@@ -195,20 +198,7 @@ def write_workspace(spec: EnvSpec, target: str, out: Path, levels: str = "0-3") 
         replace(s, name=str(s.path.resolve().relative_to(root))) if s.path else s
         for s in reference_sources(workspace_spec)
     ]
-    context = prompts.translation_context(
-        workspace_spec, target, layout.port_rel, shown, "./verify", config.spec
-    )
-    task = prompts.render(
-        "agent_workspace.j2",
-        spec=workspace_spec,
-        target_name=chosen.name,
-        port_path=layout.port_rel,
-        reference_copy="reference/",
-        levels=levels,
-        verify_name="./verify",
-        workspace_hint=shlex.quote(str(root)),
-        context=context,
-    )
+    task = render_task(workspace_spec, target, layout.port_rel, shown, levels, root, config.spec)
     for name in TASK_FILES:
         write_part(root, name, task)
     write_part(root, VERIFY_SCRIPT, verify_script(config), mode=0o755)

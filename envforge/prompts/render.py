@@ -98,7 +98,13 @@ def spec_view(spec: EnvSpec, target_key: str, spec_file: str | None = None) -> d
         "field_tolerances": any(
             f.atol is not None or f.rtol is not None or f.period for f in spec.state
         ),
+        "large_arrays": [f.name for f in spec.state if int(np.prod(f.shape)) > RUST_DEFAULT_MAX],
     }
+
+
+RUST_DEFAULT_MAX = 32
+"""Rust derives ``Default`` for arrays of at most 32 elements: a larger array field needs a
+hand-written ``impl Default``."""
 
 
 def rust_identifier(name: str) -> str:
@@ -114,9 +120,11 @@ def translation_context(
     sources: list[SourceFile] | None = None,
     verify_name: str = "run_verify",
     spec_file: str | None = None,
+    quote_sources: bool = True,
 ) -> str:
     """The stable prefix: reference, spec and the target's contract. ``verify_name`` is how the
-    agent runs the verifier: envforge's tool, or a command in an external agent's workspace."""
+    agent runs the verifier: envforge's tool, or a command in an external agent's workspace.
+    ``quote_sources=False``: the reference's files are named, not quoted (a workspace has them)."""
     chosen = target(target_name)
     return render(
         chosen.template,
@@ -127,8 +135,9 @@ def translation_context(
         env_module=rust_identifier(spec.name),
         module_name=f"{rust_identifier(spec.name)}_rust",
         rust_crates=RUST_CRATES,
-        rust_draws=RUST_DRAWS.read_text(),
+        rust_draws=RUST_DRAWS.read_text() if quote_sources else "",  # else kit/draws.rs
         verify_name=verify_name,
+        quote_sources=quote_sources,
     )
 
 
@@ -319,6 +328,7 @@ def verify_result(report: Report, roots: list[Path]) -> str:
     return render(
         "verify_result.j2",
         verdict=report.verdict,
+        verdict_line=report.verdict_line(),
         levels=[
             {
                 "level": lv.level,

@@ -12,6 +12,8 @@ from envforge.backends.coverage import LineCoverage, merge_all
 from envforge.verify.findings import LEVEL_NAMES, Finding, to_jsonable
 
 STATUSES = ("pass", "fail", "error", "inconclusive", "skipped")
+EQUIVALENCE_LEVELS = (0, 1, 2, 3)
+"""The levels a port must pass to be equivalent (L4, transfer, is optional)."""
 REFERENCE_ERROR = "reference error"
 """The verdict when the reference could not be built or run: it says nothing about the port."""
 
@@ -90,6 +92,23 @@ class Report:
     @property
     def passed(self) -> bool:
         return self.verdict == "equivalent"
+
+    @property
+    def levels_not_run(self) -> list[int]:
+        """The equivalence levels this run did not ask for: an "equivalent" at levels 0-1 is
+        not yet a port that is done."""
+        return [n for n in EQUIVALENCE_LEVELS if n not in self.requested]
+
+    def verdict_line(self) -> str:
+        """``verdict: equivalent``, or for a pass at some levels only, which levels remain:
+        ``verdict: equivalent at level 0; levels 1-3 not run yet (...)``."""
+        if not self.passed or not self.levels_not_run:
+            return f"verdict: {self.verdict}"
+        return (
+            f"verdict: equivalent at {levels_phrase(self.requested)}; "
+            f"{levels_phrase(self.levels_not_run)} not run yet (a port is equivalent only when "
+            f"levels {levels_phrase(list(EQUIVALENCE_LEVELS), False)} all pass)"
+        )
 
     @property
     def reference_error(self) -> str | None:
@@ -181,8 +200,21 @@ class Report:
         for lv in self.levels:
             for finding in lv.findings[:max_findings]:
                 console.print(render_finding(finding), markup=False, highlight=False)
-        color = "green" if self.passed else "red"
-        console.print(f"[bold {color}]verdict: {self.verdict}[/]")
+        color = "red" if not self.passed else "yellow" if self.levels_not_run else "green"
+        console.print(f"[bold {color}]{self.verdict_line()}[/]", highlight=False)
+
+
+def levels_phrase(levels: list[int], named: bool = True) -> str:
+    """[0] -> "level 0"; [1, 2, 3] -> "levels 1-3"; [1, 3] -> "levels 1,3" (``named=False``:
+    without the word)."""
+    ordered = sorted(levels)
+    if len(ordered) > 1 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        text = f"{ordered[0]}-{ordered[-1]}"
+    else:
+        text = ",".join(str(n) for n in ordered)
+    if not named:
+        return text
+    return f"level {text}" if len(ordered) == 1 else f"levels {text}"
 
 
 def render_finding(f: Finding) -> str:

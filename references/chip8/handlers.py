@@ -1,8 +1,8 @@
 """Which CHIP-8 opcode handler a source line belongs to ([verify] handlers in env.toml), for the
 handler-level localization of mutation campaigns (docs/MUTATE.md, "Localization").
 
-``handlers_at(file, scope, text)`` gets a line of the reference (``chip8.py``), the JAX port
-(``generated/chip8/jax/chip8.py``) or the Rust port (``src/chip8.rs``): its file, its scope as
+``handlers_at(file, scope, text)`` gets a line of the reference (``chip8.py``), a JAX port
+(``chip8.py``) or a Rust port (``src/chip8.rs``): its file, its scope as
 envforge reads it (the function, and in Rust the ``match`` arms around the line: ``alu [0x6]``,
 ``execute [0xE => 0x9E]``, ``misc [0x33]``; for Python at module level the name assigned:
 ``ALU``) and its text. It returns the opcode patterns as ``explain_step`` names them (``8XY6``).
