@@ -10,6 +10,8 @@ first reset); it finds its server's connection among the live objects (the impor
 the server) and writes on its socket. Every case runs with ``--sandbox none`` (the plain
 isolated driver) and in the process and docker sandboxes, and must end as a finding within
 the call timeout plus a margin (the sandbox's start, the reference's build, JAX's import).
+On the code before the fix (8ca8e81, this file and frames.py copied in, each test run alone
+under ``timeout 75``) every hostile-port test here hung until killed, in each kind tried.
 """
 
 from __future__ import annotations
