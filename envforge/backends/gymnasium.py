@@ -180,7 +180,8 @@ class GymnasiumDriver(Driver):
             obs.append(np.array(o, dtype=self.spec.observation.dtype))  # copy: envs may alias state
             reward[i], terminated[i], truncated[i] = float(r), bool(term), bool(trunc)
         drawn = logs_to_array(logs, self.spec.rng.tape_size, sites)
-        if int(drawn.count.max(initial=0)) > drawn.size:
+        # only a tape has a size: in distribution mode the draws are not replayed to the port
+        if self.spec.rng.step == "tape" and int(drawn.count.max(initial=0)) > drawn.size:
             i = int(np.argmax(drawn.count))
             raise ContractViolation(
                 self.side,

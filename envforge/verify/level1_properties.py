@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
 
 from envforge.backends.base import State, batch_size, concat_states, take_state
-from envforge.errors import DriverFailure
+from envforge.errors import BadInput, DriverFailure
 from envforge.stats import ks_test, support_pvalue
 from envforge.verify.context import VerifyContext, reset_mismatch
 from envforge.verify.findings import Finding, to_jsonable
@@ -129,6 +130,12 @@ def check_steps_hypothesis(ctx: VerifyContext, counter: _Counter) -> Finding | N
         one_step()
     except AssertionError:
         pass
+    except Unsatisfiable:  # the spec's valid rule rejected (nearly) every drawn state
+        raise BadInput(
+            f"{spec.name}: the spec's valid predicate rejected nearly every state drawn in its "
+            "ranges (hypothesis found too few to test); narrow the ranges so that valid states "
+            "are not rare"
+        ) from None
     except Exception:  # hypothesis' Flaky etc. after a driver died mid-shrink
         if not driver_error:
             raise

@@ -240,6 +240,10 @@ def verify(
                     status = "fail" if exc.check == "contract" else "error"
                     finding = failure_finding(level, exc, sources)
                     result = LevelResult(level, status, f"{exc.side} failed: {exc}", [finding])
+            except BadInput as exc:  # the spec cannot be checked as written (a rare valid rule)
+                finding = Finding(level=level, check="spec", message=str(exc))
+                summary = f"the spec cannot be checked: {exc}"
+                result = LevelResult(level, "error", summary, [finding], reference_failed=True)
             result.wall_s = time.perf_counter() - start
             report.levels.append(result)
             if result.status != "pass" and not options.all_levels:
