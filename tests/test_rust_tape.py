@@ -46,7 +46,7 @@ def _broken_crate(tmp_path: Path, old: str, new: str) -> tuple[Path, tuple[int, 
 
 
 @needs_rust
-@pytest.mark.parametrize("env", ["blackjack", "taxi", "frozenlake"])
+@pytest.mark.parametrize("env", ["blackjack", "taxi", "frozenlake", "leduc"])
 def test_rust_ports_are_equivalent_through_the_tape(env: str) -> None:
     report = verify(spec_for_name(env), ROOT / "generated" / env / "rust", [0, 1, 2, 3], QUICK)
     assert report.passed, [f.message for f in report.findings]
