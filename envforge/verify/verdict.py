@@ -101,13 +101,12 @@ class Report:
 
     def verdict_line(self) -> str:
         """``verdict: equivalent``, or for a pass at some levels only, which levels remain:
-        ``verdict: equivalent at level 0; levels 1-3 not run yet (...)``."""
+        ``verdict: equivalent at level 0 only; levels 1-3 not run yet``."""
         if not self.passed or not self.levels_not_run:
             return f"verdict: {self.verdict}"
         return (
-            f"verdict: equivalent at {levels_phrase(self.requested)}; "
-            f"{levels_phrase(self.levels_not_run)} not run yet (a port is equivalent only when "
-            f"levels {levels_phrase(list(EQUIVALENCE_LEVELS), False)} all pass)"
+            f"verdict: equivalent at {levels_phrase(self.requested)} only; "
+            f"{levels_phrase(self.levels_not_run)} not run yet"
         )
 
     @property
@@ -201,7 +200,7 @@ class Report:
             for finding in lv.findings[:max_findings]:
                 console.print(render_finding(finding), markup=False, highlight=False)
         color = "red" if not self.passed else "yellow" if self.levels_not_run else "green"
-        console.print(f"[bold {color}]{self.verdict_line()}[/]", highlight=False)
+        console.print(f"[bold {color}]{self.verdict_line()}[/]", highlight=False, soft_wrap=True)
 
 
 def levels_phrase(levels: list[int], named: bool = True) -> str:
