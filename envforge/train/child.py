@@ -1,8 +1,12 @@
-"""Train on a JAX port in a child process: generated code that crashes, hangs or eats memory
+"""Train on a JAX port away from the caller: generated code that crashes, hangs or eats memory
 while tracing or training becomes a typed DriverFailure, not a dead verifier.
 
-The child imports the port, runs the fused trainer and sends back plain arrays (parameters,
-observation statistics, learning curve, timings); the parent rebuilds the Policy.
+``trained_payload`` imports the port, runs the fused trainer and returns plain arrays
+(parameters, observation statistics, learning curve, timings); ``training_result`` rebuilds
+the Policy from them. Verification (L4) runs ``trained_payload`` inside the sandbox the user
+chose (``envforge/sandbox/jobs.py``); ``train_port_isolated`` runs it in a plain child process,
+for ``--sandbox none`` and for ``envforge train`` on a user's own port (the one deliberate
+exception to "every port runs sandboxed").
 """
 
 from __future__ import annotations
@@ -27,6 +31,44 @@ from envforge.train.policy import Policy
 from envforge.train.ppo import TrainResult, network_for
 
 
+def trained_payload(port: str, spec: EnvSpec, cfg: PPOConfig, seeds: int, seed: int) -> dict:
+    """Import the port, train on it, and return the result as plain data (run where the port
+    may run: a sandboxed job, or the child process of ``train_port_isolated``)."""
+    from envforge.train.port_env import load_port
+    from envforge.train.ppo import train_fused
+
+    result = train_fused(load_port(port, spec.name), spec, cfg, seeds=seeds, seed=seed)
+    norm = None if result.policy.norm is None else jax.device_get(result.policy.norm)._asdict()
+    return {
+        "params": jax.device_get(result.policy.params),
+        "norm": norm,
+        "meta": result.policy.meta,
+        "episode_returns": np.asarray(result.episode_returns),
+        "jit_s": float(result.jit_s),
+        "train_s": float(result.train_s),
+        "env_steps": int(result.env_steps),
+    }
+
+
+def training_result(payload: Any, spec: EnvSpec, cfg: PPOConfig) -> TrainResult:
+    """The TrainResult that ``trained_payload`` described; a payload of another shape (the
+    port's side sent it) is a DriverRaised of the port's training."""
+    try:
+        norm = None if payload["norm"] is None else ObsNorm(**payload["norm"])
+        policy = Policy(network_for(spec, cfg), payload["params"], norm, dict(payload["meta"]))
+        return TrainResult(
+            policy=policy,
+            episode_returns=np.asarray(payload["episode_returns"], dtype=np.float64),
+            jit_s=float(payload["jit_s"]),
+            train_s=float(payload["train_s"]),
+            env_steps=int(payload["env_steps"]),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise DriverRaised(
+            "port", "train", f"sent a training result of no known form: {e}"
+        ) from None
+
+
 def _train(
     port: str,
     spec: EnvSpec,
@@ -46,25 +88,7 @@ def _train(
     faulthandler.enable()
     os.environ.update(env)
     try:
-        from envforge.train.port_env import load_port
-        from envforge.train.ppo import train_fused
-
-        result = train_fused(load_port(port, spec.name), spec, cfg, seeds=seeds, seed=seed)
-        norm = None if result.policy.norm is None else jax.device_get(result.policy.norm)._asdict()
-        conn.send(
-            (
-                "ok",
-                {
-                    "params": jax.device_get(result.policy.params),
-                    "norm": norm,
-                    "meta": result.policy.meta,
-                    "episode_returns": result.episode_returns,
-                    "jit_s": result.jit_s,
-                    "train_s": result.train_s,
-                    "env_steps": result.env_steps,
-                },
-            )
-        )
+        conn.send(("ok", trained_payload(port, spec, cfg, seeds, seed)))
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
         conn.send(("raise", type(e).__name__, str(e), traceback.format_exc()))
 
@@ -127,13 +151,4 @@ def train_port_isolated(
     if reply[0] != "ok":
         _, type_name, message, tb = reply
         raise DriverRaised("port", "train", f"raised {type_name}: {message}", tb)
-    payload: dict[str, Any] = reply[1]
-    norm = None if payload["norm"] is None else ObsNorm(**payload["norm"])
-    policy = Policy(network_for(spec, cfg), payload["params"], norm, payload["meta"])
-    return TrainResult(
-        policy=policy,
-        episode_returns=np.asarray(payload["episode_returns"]),
-        jit_s=payload["jit_s"],
-        train_s=payload["train_s"],
-        env_steps=payload["env_steps"],
-    )
+    return training_result(reply[1], spec, cfg)

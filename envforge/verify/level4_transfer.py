@@ -1,7 +1,8 @@
 """Level 4 — transfer: does a policy trained on the port score the same on the reference?
 
-K PPO policies are trained on the port (fused JAX trainer, in a child process; a non-JAX port
-trains with the host loop through its Driver). Each policy plays N episodes on both sides and
+K PPO policies are trained on the port (fused JAX trainer, run as a job inside the port's
+sandbox, or in a plain child process under ``--sandbox none``; a non-JAX port trains with the
+host loop through its Driver, which is itself sandboxed). Each policy plays N episodes on both sides and
 mean returns are compared with two one-sided tests (TOST, alpha and margin from the spec's
 ``[l4]``). Verdict:
 
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import Driver
+from envforge.sandbox.jobs import run_job
 from envforge.spec import EnvSpec
 from envforge.stats import (
     SampleComparison,
@@ -35,7 +37,7 @@ from envforge.stats import (
     compare_samples,
     tost,
 )
-from envforge.train.child import train_port_isolated
+from envforge.train.child import train_port_isolated, training_result
 from envforge.train.config import L4Config, PPOConfig, l4_config
 from envforge.train.evaluate import EpisodeStats, evaluate_policy, random_action_fn, run_episodes
 from envforge.train.host_ppo import train_host
@@ -68,9 +70,22 @@ def train_on_port(ctx: VerifyContext, cfg: L4Config) -> TrainResult:
     port = _jax_port_path(ctx.port)
     if port is None:
         return _train_host_on(ctx.port, ctx.spec, cfg.ppo, cfg, ctx.options.seed)
-    return train_port_isolated(
-        port, ctx.spec, cfg.ppo, cfg.seeds, ctx.options.seed, cfg.train_timeout_s
+    sandbox = getattr(ctx.port, "sandbox", None)
+    if sandbox is None:  # --sandbox none: a plain child process, as the port's driver
+        return train_port_isolated(
+            port, ctx.spec, cfg.ppo, cfg.seeds, ctx.options.seed, cfg.train_timeout_s
+        )
+    recipe = getattr(ctx.port, "recipe", None)
+    payload = run_job(
+        sandbox,
+        "envforge.train.child:trained_payload",
+        (str(port), ctx.spec, cfg.ppo, cfg.seeds, ctx.options.seed),
+        readable=(port,),
+        env=dict(recipe.env) if recipe is not None else None,
+        timeout_s=cfg.train_timeout_s,
+        what="train",
     )
+    return training_result(payload, ctx.spec, cfg.ppo)
 
 
 # ---- one direction ----------------------------------------------------------------------------
