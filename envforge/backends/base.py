@@ -113,6 +113,20 @@ class Driver(ABC):
             state = tr.state
         return out
 
+    def run_steps(self, batch: int, steps: int, seed: int) -> float:
+        """Reset ``batch`` envs (seeds 0..batch-1) and step them ``steps`` times with uniform
+        random actions, all in one call; the rewards' sum comes back as a checksum. The host
+        times this call around a sandboxed driver: a throughput it measured itself, never a
+        number the port printed (``repair/throughput.py``)."""
+        rng = np.random.default_rng(seed)
+        state = self.reset(np.arange(batch, dtype=np.uint32))
+        total = 0.0
+        for _ in range(steps):
+            tr = self.step(state, self.spec.action.sample(rng, batch))
+            total += float(np.sum(tr.reward))
+            state = tr.state
+        return total
+
     def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
         """Digests (``backends.digest``) of ``reset(seeds)``, one per ``block`` seeds.
 

@@ -311,6 +311,12 @@ class IsolatedDriver(Driver):
         result: np.ndarray = self._call("reset_digest_range", start, count, block)
         return result
 
+    def run_steps(self, batch: int, steps: int, seed: int) -> float:
+        result = self._call("run_steps", int(batch), int(steps), int(seed))
+        if isinstance(result, bool) or not isinstance(result, (int, float, np.floating)):
+            raise ContractViolation(self.side, "run_steps", f"returned {type(result).__name__}")
+        return float(result)
+
     def coverage_start(self) -> bool:
         started: bool = self._call("coverage_start")
         return started

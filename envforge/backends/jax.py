@@ -114,6 +114,7 @@ class JaxDriver(Driver):
         self._native: bool | None = None
         self._digests: dict[int, Any] = {}
         self._range_digests: dict[tuple[int, int], Any] = {}
+        self._rollouts: dict[tuple[int, int], Any] = {}
 
     # numpy <-> jax at the boundary, with padding to a power-of-two batch
     def _to_device(self, arr: np.ndarray, pad_to: int) -> Any:
@@ -349,6 +350,31 @@ class JaxDriver(Driver):
             truncated=self._out(truncated, n),
         )
         return transition, drawn
+
+    def run_steps(self, batch: int, steps: int, seed: int) -> float:
+        """``Driver.run_steps`` as one jitted ``lax.scan`` of the vmapped native step with
+        random actions (compiled on the first call of a shape: time the second)."""
+        jax, jnp, m, action = self._jax, self._jnp, self.module, self.spec.action
+        step = jax.vmap(m.step)
+
+        def body(carry: tuple, _: None) -> tuple:
+            state, key, total = carry
+            key, sub = jax.random.split(key)
+            if action.type == "discrete":
+                acts = jax.random.randint(sub, (batch,), 0, action.n or 1, dtype=jnp.int32)
+            else:
+                low, high = action.bounds()
+                acts = jax.random.uniform(sub, (batch, *action.shape), jnp.float32, low, high)
+            state, _obs, reward, _term, _trunc = step(state, acts)
+            return (state, key, total + jnp.sum(reward).astype(jnp.float32)), None
+
+        def rollout(key: Any) -> Any:
+            state = jax.vmap(m.reset)(jnp.arange(batch, dtype=jnp.uint32))
+            (_, _, total), _ = jax.lax.scan(body, (state, key, jnp.float32(0)), None, steps)
+            return total
+
+        compiled = self._rollouts.setdefault((batch, steps), jax.jit(rollout))
+        return float(compiled(jax.random.PRNGKey(seed)))
 
     def observe(self, state: State) -> np.ndarray:
         n = batch_size(state)

@@ -27,9 +27,10 @@ from envforge.port_files import list_port
 from envforge.repair.job import TranslateJob, TranslateOutcome, run_translate_job
 from envforge.repair.orchestrate import Iteration, Measurer, Verifier
 from envforge.repair.provenance import RunIdentity, provenance_markdown
-from envforge.repair.throughput import measure_isolated
+from envforge.repair.throughput import Throughput, measure_sandboxed
 from envforge.repair.workspace import land_atomically
 from envforge.sandbox.select import open_sandbox
+from envforge.spec import EnvSpec
 from envforge.verify.runner import verify
 
 STATES = {
@@ -54,7 +55,7 @@ def run_job(
     plan: JobPlan,
     channel: Channel,
     verifier: Verifier = verify,
-    measurer: Measurer = measure_isolated,
+    measurer: Measurer | None = None,
 ) -> JobReturn:
     """Run (or resume) one job; every failure becomes an ``error`` outcome, never an exception."""
     shutil.rmtree(plan.workspace, ignore_errors=True)
@@ -87,13 +88,23 @@ def run_job(
             progress=progress,
             meter=meter,
             verifier=CachedVerifier(channel, plan.name, verifier),
-            measurer=cached_measurer(channel, measurer),
+            measurer=cached_measurer(channel, measurer or measure_in(plan)),
         )
     except EnvforgeError as e:
         return _failed(meters, one_line(e, 500))
     except Exception as e:  # a bug in one job must not take the batch down
         return _failed(meters, one_line(f"{type(e).__name__}: {e}", 500))
     return _finished(plan, outcome)
+
+
+def measure_in(plan: JobPlan) -> Measurer:
+    """Throughput timed by the host around the port's driver in the job's verify sandbox."""
+    kind = plan.config.verify.sandbox
+
+    def measured(spec: EnvSpec, port_dir: Path, batch: int) -> Throughput | str:
+        return measure_sandboxed(spec, port_dir, batch, sandbox_kind=kind)
+
+    return measured
 
 
 def _failed(meters: list[BatchMeter], message: str) -> JobReturn:

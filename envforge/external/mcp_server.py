@@ -3,14 +3,14 @@
 Tools: ``verify`` (levels, scale) runs the verifier on the workspace's port and keeps the
 report; ``repair_prompt`` turns the latest report's most localized finding into the next
 repair prompt; ``latest_report`` is that report as JSON; ``spec`` and ``reference`` show the
-env spec and the reference source; ``bench`` measures steps/s of the port beside the
-reference. The latest report is also written to ``.envforge/last-report.json`` in the
-workspace, so a restarted server (agent CLIs start one per session) still has it.
+env spec and the reference source; ``bench`` measures steps/s of the port (in the server's
+sandbox) beside the reference, each timed by the server around driver calls. The latest
+report is also written to ``.envforge/last-report.json`` in the workspace, so a restarted
+server (agent CLIs start one per session) still has it.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import threading
 from pathlib import Path
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
 REPORT_FILE = Path(".envforge") / "last-report.json"
+BENCH_STEPS = 100
+"""Batched steps per timed call of the ``bench`` tool."""
 INSTRUCTIONS = (
     "envforge verifies a port of a reinforcement-learning environment against its reference. "
     "Call verify (levels '0' first, then '0-3'); while the port is not equivalent, "
@@ -100,26 +102,40 @@ class VerifierSession:
         )
 
     def bench(self, batch_size: int) -> str:
-        from rich.console import Console
-
-        from envforge.backends.recipe import port_kind
-        from envforge.bench.measure import BenchSettings
-        from envforge.bench.suite import run_bench
+        """Steps/s of the port (in the server's sandbox) and of the reference, each timed by
+        this process around one driver call of random batched steps: nothing the port prints
+        or returns is read as a number."""
+        from envforge.backends.recipe import open_driver, reference_recipe
+        from envforge.repair.throughput import measure_sandboxed, time_driver
 
         if batch_size < 1:
             return "error: batch_size must be positive"
-        settings = BenchSettings(
-            batch_sizes=(batch_size,), repeats=3, policies=("random",), reset_modes=("fresh",)
-        )
+        steps = BENCH_STEPS
         try:
             port = self.config.port_path()
             with self._lock:
-                report = run_bench(self.spec, settings, [(port_kind(port), port)])
+                ported = measure_sandboxed(self.spec, port, batch_size, steps, self.sandbox)
+                reference = time_driver(
+                    open_driver(reference_recipe(self.spec)), batch_size, steps, "reference"
+                )
         except EnvforgeError as e:
             return f"error: {prompts.scrub_paths(str(e), self.roots)}"
-        text = io.StringIO()
-        report.render(Console(file=text, width=120, no_color=True))
-        return prompts.scrub_paths(text.getvalue(), self.roots)
+        lines = [
+            f"Environment steps per second at batch {batch_size}, uniform random actions, "
+            f"{steps} steps per call timed by the verifier (compile excluded):"
+        ]
+        for name, result in (("port", ported), ("reference", reference)):
+            if isinstance(result, str):
+                lines.append(f"  {name}: {result}")
+            else:
+                lines.append(
+                    f"  {name}: {result.steps_per_second:,.0f} steps/s ({result.device}; "
+                    f"first call, with compiling: {result.compile_s:.1f} s)"
+                )
+        if not isinstance(ported, str) and not isinstance(reference, str):
+            ratio = ported.steps_per_second / max(reference.steps_per_second, 1e-9)
+            lines.append(f"  port / reference: {ratio:.2f}x")
+        return prompts.scrub_paths("\n".join(lines), self.roots)
 
 
 def build_server(session: VerifierSession) -> MCPServer:

@@ -25,7 +25,7 @@ from envforge.errors import BadInput, BrokenReference
 from envforge.messages import Usage, user
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import reference_sources
-from envforge.repair.throughput import Throughput, measure_isolated
+from envforge.repair.throughput import Throughput, measure_sandboxed
 from envforge.repair.workspace import RunWorkspace
 from envforge.sandbox.base import Sandbox
 from envforge.spec import EnvSpec
@@ -38,7 +38,8 @@ ProgressFn = Callable[[str], None]
 Verifier = Callable[[EnvSpec, Path, list[int], VerifyOptions], Report]
 """Verifies a port folder at some levels; ``verify`` itself, or a caching wrapper around it."""
 Measurer = Callable[[EnvSpec, Path, int], Throughput | str]
-"""Measures a port's steps/s (or says why it could not); ``measure_isolated`` by default."""
+"""Measures a port's steps/s (or says why it could not); by default ``measure_sandboxed`` in
+the verification's sandbox (``RepairConfig.verify.sandbox``), timed by the host."""
 
 
 @dataclass(frozen=True)
@@ -146,8 +147,8 @@ class RepairLoop:
         self.spec = spec
         self.model = model
         self.verifier: Verifier = verifier or verify
-        self.measurer: Measurer = measurer or measure_isolated
         self.config = config or RepairConfig()
+        self.measurer: Measurer = measurer or self.measure
         self.progress = progress or (lambda _: None)
         prompts.target(self.config.target)
         self.ws = RunWorkspace(workspace, spec, self.config.target)
@@ -166,6 +167,10 @@ class RepairLoop:
             self.ws.root, self.verify_text, sandbox, self.config.levels_text
         )
         self.started = time.monotonic()
+
+    def measure(self, spec: EnvSpec, port_dir: Path, batch: int) -> Throughput | str:
+        """The port's steps/s in the sandbox that verifies it, timed by the host."""
+        return measure_sandboxed(spec, port_dir, batch, sandbox_kind=self.config.verify.sandbox)
 
     # ---- verification -----------------------------------------------------------------
     def check(self, levels: list[int]) -> tuple[Report | None, Finding | None]:

@@ -1,25 +1,27 @@
-"""Steps per second of a JAX port, measured in a child process (generated code never runs in
-ours): a jitted ``lax.scan`` of the vmapped step with random actions, compile time excluded.
+"""Steps per second of a port, timed by the host around calls into the port's sandboxed driver.
 
-    python -m envforge.repair.throughput <env.toml> <port dir> [--batch N] [--steps N]
-
-prints one JSON line: steps_per_second, batch, steps, device, compile_s.
+The port is opened in the sandbox the user chose (``sandbox.driver.open_sandboxed``: the same
+door as verification), and the host times one driver call that resets ``batch`` envs and runs
+``steps`` batched steps with random actions inside the sandbox (``Driver.run_steps``: a jitted
+``lax.scan`` for a JAX port). The first call compiles; the second is timed. Nothing the port
+prints or returns is read as a number: only the host's own clock.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import shlex
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from envforge.sandbox.base import Sandbox, SandboxLimits
-from envforge.sandbox.process import ProcessSandbox
+from envforge.backends.base import Driver
+from envforge.backends.recipe import port_recipe
+from envforge.errors import DriverFailure, EnvforgeError
+from envforge.sandbox.driver import open_sandboxed
+from envforge.sandbox.select import open_sandbox
 from envforge.spec import EnvSpec
+
+MEASURE_TIMEOUT_S = 600.0
+"""Limit on each timed call (and on the port's import)."""
 
 
 @dataclass(frozen=True)
@@ -31,81 +33,42 @@ class Throughput:
     compile_s: float
 
 
-def measure(spec: EnvSpec, port_dir: Path, batch: int = 4096, steps: int = 200) -> Throughput:
-    import jax
-    import jax.numpy as jnp
-
-    from envforge.backends.jax import find_port_module, load_module
-
-    module = load_module(find_port_module(port_dir, spec.name))
-    step = jax.vmap(module.step)
-    action = spec.action
-
-    def actions(key: Any) -> Any:
-        if action.type == "discrete":
-            return jax.random.randint(key, (batch,), 0, action.n or 1, dtype=jnp.int32)
-        low, high = action.bounds()
-        return jax.random.uniform(key, (batch, *action.shape), jnp.float32, low, high)
-
-    def rollout(state: Any, key: Any) -> Any:
-        def body(carry: Any, _: None) -> Any:
-            state, key = carry
-            key, sub = jax.random.split(key)
-            state, _obs, reward, _terminated, _truncated = step(state, actions(sub))
-            return (state, key), reward.sum()
-
-        (state, _), rewards = jax.lax.scan(body, (state, key), None, length=steps)
-        return state, rewards.sum()
-
-    run = jax.jit(rollout)
-    state = jax.jit(jax.vmap(module.reset))(jnp.arange(batch, dtype=jnp.uint32))
-    started = time.perf_counter()
-    jax.block_until_ready(run(state, jax.random.PRNGKey(0)))
-    compile_s = time.perf_counter() - started
-    started = time.perf_counter()
-    jax.block_until_ready(run(state, jax.random.PRNGKey(1)))
-    elapsed = time.perf_counter() - started
-    device = jax.devices()[0].platform
-    return Throughput(batch * steps / elapsed, batch, steps, device, compile_s)
-
-
-def measure_isolated(
+def measure_sandboxed(
     spec: EnvSpec,
     port_dir: Path,
     batch: int = 4096,
     steps: int = 200,
-    sandbox: Sandbox | None = None,
+    sandbox_kind: str | None = None,
 ) -> Throughput | str:
-    """The measurement from a sandboxed child process, or why it failed (one line)."""
-    sandbox = sandbox or ProcessSandbox(SandboxLimits(wall_s=600, cpu_s=1200))
-    command = " ".join(
-        shlex.quote(part)
-        for part in (sys.executable, "-m", "envforge.repair.throughput", str(spec.root / "env.toml"),
-                     str(port_dir), "--batch", str(batch), "--steps", str(steps))
-    )  # fmt: skip
-    result = sandbox.run(command, port_dir)
-    lines = result.output.strip().splitlines()
-    if result.exit_code != 0 or not lines:
-        tail = lines[-1] if lines else "no output"
-        return f"throughput measurement failed ({result.describe().splitlines()[0]}): {tail}"
+    """The port's steps/s in the sandbox of kind ``sandbox_kind`` (docker, process; "none" or
+    None: the plain isolated child of ``--sandbox none``), timed by the host; or why it failed
+    (one line)."""
+    sandbox = open_sandbox(sandbox_kind)
+    where = f"{sandbox.kind} sandbox" if sandbox is not None else "no sandbox"
     try:
-        return Throughput(**json.loads(lines[-1]))
-    except (json.JSONDecodeError, TypeError) as e:
-        return f"throughput measurement printed no result: {e}"
+        driver = open_sandboxed(port_recipe(spec, port_dir), sandbox, timeout_s=MEASURE_TIMEOUT_S)
+    except EnvforgeError as e:
+        return f"throughput measurement failed: {one_line(e)}"
+    return time_driver(driver, batch, steps, where)
 
 
-def main(argv: list[str] | None = None) -> None:
-    from envforge.spec import load_spec
+def time_driver(driver: Driver, batch: int, steps: int, where: str) -> Throughput | str:
+    """Time ``driver.run_steps`` on the host (the first call compiles, the second is timed),
+    then close the driver; or why it failed (one line)."""
+    try:
+        started = time.perf_counter()
+        driver.run_steps(batch, steps, 0)
+        compile_s = time.perf_counter() - started
+        started = time.perf_counter()
+        driver.run_steps(batch, steps, 1)
+        elapsed = time.perf_counter() - started
+    except EnvforgeError as e:
+        return f"throughput measurement failed: {one_line(e)}"
+    finally:
+        driver.close()
+    return Throughput(batch * steps / max(elapsed, 1e-9), batch, steps, where, compile_s)
 
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("spec")
-    parser.add_argument("port")
-    parser.add_argument("--batch", type=int, default=4096)
-    parser.add_argument("--steps", type=int, default=200)
-    args = parser.parse_args(argv)
-    result = measure(load_spec(args.spec), Path(args.port), args.batch, args.steps)
-    print(json.dumps(result.__dict__))
 
-
-if __name__ == "__main__":
-    main()
+def one_line(e: EnvforgeError) -> str:
+    text = e.message if isinstance(e, DriverFailure) else str(e)
+    return (text.splitlines() or [""])[0][:300]
