@@ -201,3 +201,16 @@ def test_distribution_specs_draw_from_the_rust_ports_seeded_generator(tmp_path: 
     assert level.status == "fail"
     assert level.findings[0].check == "step.distribution"
     assert "chi-square" in level.findings[0].message
+
+
+def test_mutation_campaigns_leave_the_verbatim_draw_interface_alone(tmp_path: Path) -> None:
+    from envforge.mutate.workspace import resolve_target
+
+    target = resolve_target(spec_for_name("blackjack"), "port", "rust", str(BLACKJACK))
+    assert [p.name for p in target.files] == ["blackjack.rs", "lib.rs"]
+    edited = tmp_path / "rust"
+    shutil.copytree(BLACKJACK, edited, ignore=shutil.ignore_patterns("target"))
+    with (edited / "src" / "draws.rs").open("a") as f:
+        f.write("// edited: the port's own now\n")
+    target = resolve_target(spec_for_name("blackjack"), "port", "rust", str(edited))
+    assert "draws.rs" in [p.name for p in target.files]

@@ -17,6 +17,7 @@ from envforge.backends.jax import find_port_module
 from envforge.backends.recipe import Recipe, port_kind, port_recipe, reference_recipe
 from envforge.errors import BadInput
 from envforge.mutate.mutant import Mutant
+from envforge.rng.draws import is_rust_draws_copy
 from envforge.spec import EnvSpec, load_spec
 from envforge.spec_lookup import default_port
 
@@ -47,7 +48,9 @@ def resolve_target(spec: EnvSpec, side: str, target: str, port: str | None) -> T
         if kind == "jax":
             files: tuple[Path, ...] = (find_port_module(port_path, spec.name),)
         else:
-            files = tuple(sorted((root / "src").rglob("*.rs")))
+            # the verbatim draw interface (src/draws.rs) is envforge's, not the port's code
+            rs = sorted((root / "src").rglob("*.rs"))
+            files = tuple(p for p in rs if not is_rust_draws_copy(p))
         return Target(spec, side, root, files, port_path)
     if side == "reference":
         path = spec.reference_path()

@@ -115,6 +115,15 @@ each crate carries a verbatim copy as ``src/draws.rs`` (docs/RUST.md); the Rust 
 prompt shows it for specs that draw inside ``step``."""
 
 
+def is_rust_draws_copy(path: Path) -> bool:
+    """Whether ``path`` is a verbatim copy of the draw interface (envforge's code, not the
+    port's: mutation campaigns leave it alone)."""
+    try:
+        return path.name == RUST_DRAWS.name and path.read_bytes() == RUST_DRAWS.read_bytes()
+    except OSError:
+        return False
+
+
 WIDE_FIELD = 64
 """Fields of more elements (a CHIP-8 memory) are folded into ``row_seeds`` as a 16-byte digest
 per row: one numpy pass per element cost 31 ms a call for 6 k elements."""
