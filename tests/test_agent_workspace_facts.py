@@ -30,12 +30,13 @@ from envforge.external.reference_copy import (
 )
 from envforge.external.workspace import TASK_FILES, write_workspace
 from envforge.prompts.render import RUST_DEFAULT_MAX
+from envforge.prompts.render import TARGETS as PROMPT_TARGETS
 from envforge.spec import EnvSpec, load_spec
 from envforge.stats import compare_samples
 from envforge.verify.verdict import LevelResult, Report
 
 ENVS = sorted(p.parent.name for p in (ROOT / "references").glob("*/env.toml"))
-TARGETS = ("jax", "rust")
+TARGETS = tuple(PROMPT_TARGETS)  # every target envforge can write a task for
 DTYPES = {"float32", "float64", "int32", "int64", "uint8", "uint32", "int8", "int16", "bool"}
 
 
