@@ -2,7 +2,9 @@
 
 Each measurement job runs in its own spawned process, so a port's XLA flags, threads and
 memory never leak into the next job, and jobs never overlap (they would steal each other's
-cores). The results come back as plain dicts and are assembled into a :class:`BenchReport`.
+cores). A port's jobs run inside the sandbox the user chose (``envforge/sandbox/jobs.py``; a
+spawned process only under ``--sandbox none``): its steps/s are measured there, by the job,
+and come back as plain data. The results are assembled into a :class:`BenchReport`.
 """
 
 from __future__ import annotations
@@ -19,11 +21,15 @@ from typing import Any
 from envforge.backends.recipe import STRICT_XLA_FLAGS, port_kind
 from envforge.bench.bench_report import BenchReport
 from envforge.bench.measure import BenchSettings, Measurement
-from envforge.errors import BadInput, EnvforgeError
+from envforge.errors import BadInput, DriverFailure, EnvforgeError
+from envforge.sandbox.base import Sandbox
+from envforge.sandbox.jobs import run_job as run_sandboxed_job
 from envforge.spec import EnvSpec
 from envforge.spec_lookup import project_roots
 
 Progress = Callable[[str], None]
+PORT_JOB_TIMEOUT_S = 3600.0
+"""Limit on one port's sandboxed measurement, start to result."""
 
 
 # ---- jobs (run in a child process; arguments and results are picklable) -------------------
@@ -125,7 +131,30 @@ def run_bench(
     ports: list[tuple[str, Path]],
     command: str = "",
     progress: Progress | None = None,
+    sandbox: Sandbox | None = None,
 ) -> BenchReport:
+    """The reference (our own code: a spawned process) and each port (in ``sandbox``; a
+    spawned process when it is None, ``--sandbox none``)."""
+
+    def port_job(name: str, args: tuple, env: dict[str, str] | None = None) -> dict[str, Any]:
+        if sandbox is None:  # --sandbox none: a plain spawned process
+            return run_job(_job_rust if name == "_job_rust" else _job_jax, args, env)
+        try:
+            result: dict[str, Any] = run_sandboxed_job(
+                sandbox,
+                f"envforge.bench.suite:{name}",
+                args,
+                readable=(Path(args[1]),),
+                env=env,
+                timeout_s=PORT_JOB_TIMEOUT_S,
+                what="bench",
+            )
+        except DriverFailure as e:
+            raise EnvforgeError(f"benchmark of {args[3]} failed: {e}") from None
+        if not isinstance(result, dict) or not isinstance(result.get("measurements"), list):
+            raise EnvforgeError(f"benchmark of {args[3]} sent a result of no known form")
+        return result
+
     def say(msg: str) -> None:
         if progress:
             progress(msg)
@@ -153,10 +182,10 @@ def run_bench(
             continue
         say(f"{label} {path}")
         if kind == "rust":
-            result = run_job(_job_rust, (spec, str(path), settings, label))
+            result = port_job("_job_rust", (spec, str(path), settings, label))
             report.measurements.extend(Measurement.from_dict(m) for m in result["measurements"])
             continue
-        result = run_job(_job_jax, (spec, str(path), settings, label), jax_env(settings))
+        result = port_job("_job_jax", (spec, str(path), settings, label), jax_env(settings))
         report.measurements.extend(Measurement.from_dict(m) for m in result["measurements"])
         report.cost = report.cost or result["cost"]
     say("measuring memory bandwidth and peak FLOP/s again")

@@ -12,6 +12,7 @@ from envforge import bounds
 from envforge.bench.measure import BATCH_SIZES, BenchSettings
 from envforge.bench.suite import find_ports, run_bench
 from envforge.errors import BadInput
+from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
 from envforge.spec_lookup import spec_for_name
 
 
@@ -69,6 +70,7 @@ def bench_command(
     ),
     plot: str = typer.Option(None, "--plot", help="Write a log-log PNG of SPS vs batch size."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
 ) -> None:
     """Measure env steps/s of the reference and its ports (compile time excluded)."""
     spec = spec_for_name(env)
@@ -95,6 +97,9 @@ def bench_command(
     ports = find_ports(spec, target or None)
     command = "envforge " + " ".join(sys.argv[1:]) if sys.argv[1:] else f"envforge bench {env}"
     console = Console(stderr=as_json, width=None if sys.stdout.isatty() else 160)
+    choice = choose_sandbox(sandbox)
+    opened = open_sandbox(choice.kind)
+    console.print(choice.line(opened), highlight=False)
     with console.status(f"benchmarking {spec.name}") as status:
         report = run_bench(
             spec,
@@ -102,6 +107,7 @@ def bench_command(
             ports,
             command=command,
             progress=lambda msg: status.update(f"benchmarking {spec.name}: {msg}"),
+            sandbox=opened,
         )
     if plot:
         report.plot(plot)

@@ -19,6 +19,14 @@ from envforge.spec import EnvSpec, load_spec
 from envforge.spec_lookup import spec_for_name
 from envforge.train.config import l4_config
 
+TRAIN_HELP = (
+    "Train PPO on a JAX port (one jit, vmapped over seeds) and save the policy.\n\n"
+    "Not sandboxed: the port runs in this process, as you (the one deliberate exception to "
+    '"every port runs in the sandbox", with envforge.make). Train on a port you trust, such '
+    "as one envforge verified and you read; `envforge verify --levels 4` trains inside the "
+    "sandbox instead."
+)
+
 
 def _spec_for_port(port: Path, env: str | None, spec_path: str | None) -> EnvSpec:
     if spec_path:
@@ -127,4 +135,4 @@ def train_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("train")(train_command)
+    app.command("train", help=TRAIN_HELP)(train_command)

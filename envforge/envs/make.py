@@ -51,6 +51,10 @@ def make(
     ``strict_float`` (Rust): flush subnormals as the strict verification did; default from the
     spec. A JAX port computes with the process's XLA flags (``XLA_FLAGS=--xla_cpu_max_isa=SSE4_2``
     before jax is imported reproduces the strict verification's arithmetic).
+
+    Not sandboxed: the port's code runs in this process, as its caller (the one deliberate
+    exception to "every port runs in the sandbox", with ``envforge train``). Make a port you
+    trust, such as one envforge verified and you read.
     """
     env_spec, port = resolve(env, target, spec)
     kind = port_kind(port)

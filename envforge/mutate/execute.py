@@ -62,10 +62,11 @@ class MutantRun:
 
 def _worker(job: MutantJob, conn: Connection) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds verify's finally
-    from envforge.backends.recipe import open_driver
     from envforge.mutate.differential import FULL, LIGHT, Differential
     from envforge.mutate.triage import reaches_reset
     from envforge.mutate.workspace import materialize, recipes
+    from envforge.sandbox.driver import open_sandboxed
+    from envforge.sandbox.select import open_sandbox
     from envforge.verify.checked import CheckedDriver
     from envforge.verify.runner import verify
 
@@ -91,8 +92,11 @@ def _worker(job: MutantJob, conn: Connection) -> None:
             os.environ.update(original.env)  # strict XLA flags, before jax is imported here
         timeout_s = job.options.timeout_s
         # checked drivers cast to the spec's dtypes, as the verifier's levels see them
+        # a port in the campaign's sandbox, as verify opens it (None: --sandbox none); a
+        # reference (our code) in its own process, as verify opens it
+        sandbox = open_sandbox(job.options.sandbox) if original.side == "port" else None
         sides = [
-            CheckedDriver(open_driver(r, job.options.isolate, timeout_s))
+            CheckedDriver(open_sandboxed(r, sandbox, job.options.isolate, timeout_s))
             for r in (original, mutated)
         ]
         diff = Differential(sides[0], sides[1], job.options.seed)
