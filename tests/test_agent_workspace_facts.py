@@ -249,6 +249,9 @@ def test_readme_and_env_toml_lose_what_the_project_keeps() -> None:
     assert kept == "# x\n\nThe environment.\n\n## State\n\nfields\n"
     toml = 'name = "x"\n\n[port]\njax = "generated/x/jax"  # shipped\n\n[rng]\nmode = "sync"\n'
     assert without_port_table(toml) == 'name = "x"\n\n[rng]\nmode = "sync"\n'
+    inline = 'name = "x"\nport = {jax = "generated/x/jax"}\nport.rust = "p"\n[rng]\nport = 1\n'
+    assert without_port_table(inline) == 'name = "x"\n[rng]\nport = 1\n'
+    assert without_port_table('[port.jax]\npath = "p"\n[x]\n') == "[x]\n"
 
 
 def test_large_references_are_named_not_quoted_small_ones_quoted(tmp_path: Path) -> None:

@@ -24,7 +24,9 @@ PROJECT_NOTES = (
 NOTES_FILES = ("README.md",)
 SHIPPED_PORTS = "generated/"
 """Where the project's own ports live; no workspace file names it."""
-_TABLE = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_TABLE = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]\]?\s*(#.*)?$")
+_PORT_KEY = re.compile(r"^\s*port\s*[.=]")
+"""``port = {jax = "..."}`` or ``port.jax = "..."`` before the first table."""
 
 
 def implementer_notes(text: str, port_paths: list[str] | tuple[str, ...] = ()) -> str:
@@ -45,12 +47,12 @@ def without_port_table(toml_text: str) -> str:
     """env.toml without its ``[port]`` table (the shipped ports' paths): the workspace's
     verifier names the port itself."""
     kept: list[str] = []
-    inside = False
+    inside, top_level = False, True
     for line in toml_text.splitlines():
         header = _TABLE.match(line)
         if header:
-            inside = header.group(1) == "port"
-        if inside:
+            inside, top_level = header.group(1).split(".")[0].strip() == "port", False
+        if inside or (top_level and _PORT_KEY.match(line)):
             continue
         kept.append(line)
     return "\n".join(kept) + "\n"
