@@ -7,8 +7,9 @@ every output (each element of each state field, the observation, reward and flag
 compared with a two-sample test: chi-square on the contingency table of values when the output
 takes few distinct values (cells, cards, flags), else Kolmogorov-Smirnov. The level of each
 test is the spec's ``alpha`` divided by the number of tests (Bonferroni). L1 tests single steps
-from ``states`` (state, action) pairs along the reference's own trajectories; L2 tests the
-states reached after short action sequences, each side stepping its own copies.
+from the (state, action) pairs ``distribution_states.py`` chooses (``check_selected``; each spec
+event is a tested 0/1 column too, and ``power.py`` says what the run could detect); L2 tests
+the states reached after short action sequences, each side stepping its own copies.
 
 Power: with ``n`` samples a side the chi-square statistic is approximately noncentral with
 ``lambda = n / 2 * w**2`` for an effect of size ``w`` (Cohen's w, the root of the sum over
@@ -73,12 +74,34 @@ def _summary(x: np.ndarray, categorical: bool) -> dict[str, Any]:
     }
 
 
-def two_sample_tests(ref: Transition, port: Transition, fields: list[str]) -> list[SampleTest]:
-    """One test per output that varies on either side (outputs constant and equal are skipped;
-    constant and different is p = 0)."""
+def event_columns(
+    ctx: VerifyContext, before: State, actions: np.ndarray, tr: Transition
+) -> dict[str, np.ndarray]:
+    """Each spec ``[[event]]`` as a 0/1 column (``event natural_win``): tested like an output,
+    so that a change in how often it happens has the power ``verify/power.py`` states."""
+    out = {}
+    for event in ctx.spec.event:
+        hit = ctx.spec.expression(event.expr)(**tr.expression_inputs(before, actions))
+        out[f"event {event.name}"] = np.broadcast_to(np.asarray(hit), (len(tr.reward),)).astype(
+            np.float64
+        )
+    return out
+
+
+def two_sample_tests(
+    ref: Transition,
+    port: Transition,
+    fields: list[str],
+    extra: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None = None,
+) -> list[SampleTest]:
+    """One test per output (and per ``extra`` column, e.g. events) that varies on either side
+    (outputs constant and equal are skipped; constant and different is p = 0)."""
     tests: list[SampleTest] = []
-    port_columns = _columns(port, fields)
-    for key, a in _columns(ref, fields).items():
+    ref_columns, port_columns = _columns(ref, fields), _columns(port, fields)
+    if extra is not None:
+        ref_columns.update(extra[0])
+        port_columns.update(extra[1])
+    for key, a in ref_columns.items():
         b = port_columns[key]
         values = np.unique(np.concatenate([a, b]))
         categorical = len(values) <= MAX_CATEGORIES
@@ -122,8 +145,9 @@ def fresh_seeds(rng: np.random.Generator, n: int) -> np.ndarray:
     return rng.integers(0, 2**63, size=n, dtype=np.uint64)
 
 
-Case = tuple[str, list[SampleTest], State | None, list[Any]]
-"""Where a set of tests was made, the tests, the state they started from, the actions."""
+Case = tuple[str, list[SampleTest], State | None, list[Any], int]
+"""Where a set of tests was made, the tests, the state they started from, the actions, and the
+samples a side."""
 
 
 @dataclass
@@ -140,15 +164,15 @@ def judge(
     samples: int,
 ) -> DistributionResult:
     """Bonferroni over every test of every case; the smallest p-value below the level fails."""
-    total = sum(len(tests) for _, tests, _, _ in cases)
+    total = sum(len(case[1]) for case in cases)
     alpha = ctx.spec.verify.alpha / max(1, total)
-    worst: tuple[float, str, SampleTest, State | None, list[Any]] | None = None
+    worst: tuple[float, str, SampleTest, State | None, list[Any], int] | None = None
     p_min = 1.0
-    for where, tests, state, actions in cases:
+    for where, tests, state, actions, n in cases:
         for t in tests:
             p_min = min(p_min, t.p)
             if t.p < alpha and (worst is None or t.p < worst[0]):
-                worst = (t.p, where, t, state, actions)
+                worst = (t.p, where, t, state, actions, n)
     stats_out = {
         "distribution_tests": total,
         "samples_per_side": samples,
@@ -158,9 +182,10 @@ def judge(
     }
     if worst is None:
         return DistributionResult(None, stats_out)
-    p, where, t, state, actions = worst
+    p, where, t, state, actions, samples = worst
     field = t.key.split("[", 1)[0]
-    ref_lines, port_lines = ctx.localize([field])
+    event = t.key.startswith("event ")
+    ref_lines, port_lines = ([], []) if event else ctx.localize([field])
     finding = Finding(
         level=level,
         check=check,
@@ -179,29 +204,53 @@ def judge(
     return DistributionResult(finding, stats_out)
 
 
-def check_step_distributions(ctx: VerifyContext, states: State) -> DistributionResult:
-    """L1: single steps from each (state, action) pair, ``samples`` a side."""
-    spec = ctx.spec
-    n = ctx.count(spec.rng.samples, 200)
+CALL_ROWS = 2048
+"""Each side is stepped in calls of exactly this many rows (the last one padded): a JAX port
+compiles one batch size (the one L2's 2000-sample calls use too)."""
+
+
+def _sample_all(driver: Driver, state: State, actions: np.ndarray, seeds: np.ndarray) -> Transition:
+    n = len(actions)
+    parts = []
+    for start in range(0, n, CALL_ROWS):
+        rows = np.minimum(np.arange(start, start + CALL_ROWS), n - 1)  # pad with the last row
+        tr = sample_steps(driver, take_state(state, rows), actions[rows], seeds[rows])
+        parts.append(tr.take(slice(0, min(CALL_ROWS, n - start))))
+    return Transition(
+        {k: np.concatenate([t.state[k] for t in parts]) for k in parts[0].state},
+        np.concatenate([t.obs for t in parts]),
+        np.concatenate([t.reward for t in parts]),
+        np.concatenate([t.terminated for t in parts]),
+        np.concatenate([t.truncated for t in parts]),
+    )
+
+
+def check_selected(
+    ctx: VerifyContext, states: State, actions: np.ndarray, samples: list[int], reasons: list[str]
+) -> tuple[DistributionResult, list[Case], dict[str, list[tuple[float, int]]]]:
+    """L1: single steps from each chosen (state, action), ``samples[k]`` a side, every output
+    and every spec event tested (``verify/distribution_states.py`` chooses them). Also returns,
+    per spec event, its probability on the reference and the samples at each tested state."""
     rng = ctx.rng(16)
-    rows = len(next(iter(states.values())))
-    actions = _actions(ctx, rng, rows)
+    index = np.repeat(np.arange(len(actions)), samples)
+    before, acts = take_state(states, index), actions[index]
+    ref = _sample_all(ctx.ref, before, acts, fresh_seeds(rng, len(index)))
+    port = _sample_all(ctx.port, before, acts, fresh_seeds(rng, len(index)))
     cases: list[Case] = []
-    for k in range(rows):
-        state = repeat_row(states, k, n)
-        acts = np.repeat(actions[k : k + 1], n, axis=0)
-        ref = sample_steps(ctx.ref, state, acts, fresh_seeds(rng, n))
-        port = sample_steps(ctx.port, state, acts, fresh_seeds(rng, n))
-        where = f"one step from state #{k} with action {to_jsonable(actions[k])}"
-        cases.append(
-            (
-                where,
-                two_sample_tests(ref, port, spec.field_names),
-                take_state(state, slice(0, 1)),
-                [to_jsonable(actions[k])],
-            )
-        )
-    return judge(ctx, 1, "step.distribution", cases, n)
+    rates: dict[str, list[tuple[float, int]]] = {}
+    offset = 0
+    for j, n in enumerate(samples):
+        rows = slice(offset, offset + n)
+        offset += n
+        b, a = take_state(before, rows), acts[rows]
+        r, q = ref.take(rows), port.take(rows)
+        extra = (event_columns(ctx, b, a, r), event_columns(ctx, b, a, q))
+        for key, column in extra[0].items():
+            rates.setdefault(key[len("event ") :], []).append((float(column.mean()), n))
+        where = f"one step from state #{j} ({reasons[j]}) with action {to_jsonable(a[0])}"
+        tests = two_sample_tests(r, q, ctx.spec.field_names, extra)
+        cases.append((where, tests, take_state(b, slice(0, 1)), [to_jsonable(a[0])], n))
+    return judge(ctx, 1, "step.distribution", cases, min(samples)), cases, rates
 
 
 def check_sequence_distributions(
@@ -227,6 +276,7 @@ def check_sequence_distributions(
                 two_sample_tests(ends[0], ends[1], spec.field_names),
                 take_state(start, slice(0, 1)),
                 actions,
+                n,
             )
         )
     return judge(ctx, 2, "sequence.distribution", cases, n)

@@ -318,18 +318,18 @@ def start_states(ctx: VerifyContext, salt: int, n: int) -> State:
 
 
 def _run_distributions(ctx: VerifyContext, stats_out: dict[str, Any]) -> LevelResult:
-    """``[rng] step = "distribution"``: single steps compared as distributions."""
-    from envforge.verify.distribution import check_step_distributions
+    """``[rng] step = "distribution"``: single steps compared as distributions, from states
+    over the whole horizon and states steered to the reference's lines (distribution_l1.py)."""
+    from envforge.verify.distribution_l1 import run as run_distributions
 
-    result = check_step_distributions(ctx, start_states(ctx, 15, ctx.spec.rng.states))
+    result = run_distributions(ctx)
     stats_out.update(result.stats)
     if result.finding is not None:
-        return LevelResult(1, "fail", result.finding.message, [result.finding], stats_out)
-    summary = (
-        f"resets agree; {result.stats['distribution_tests']} two-sample tests of single steps "
-        f"({result.stats['samples_per_side']} samples a side) agree"
-    )
-    return LevelResult(1, "pass", summary, stats=stats_out)
+        level = LevelResult(1, "fail", result.finding.message, [result.finding], stats_out)
+    else:
+        level = LevelResult(1, "pass", result.summary, stats=stats_out)
+    level.coverage = result.coverage  # the runner replaces it when it measured coverage itself
+    return level
 
 
 def run(ctx: VerifyContext) -> LevelResult:

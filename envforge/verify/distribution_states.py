@@ -1,0 +1,269 @@
+"""Where distribution mode tests (``[rng] step = "distribution"``): states from the whole episode
+horizon, and states that make the reference run lines of its step nothing else ran.
+
+1. **Pool.** The reference plays whole episodes (up to ``episode_cap`` steps) under several
+   policies: uniform and sticky random, the spec's scripted ``[[policy]]``s, and a
+   reward-seeking one (discrete actions: at each step every action is tried on the reference
+   with the same draws, the best reward taken). States drawn inside the spec's ranges (under its
+   ``valid`` rule, as L1's batched sweep draws them) join them. Each state comes with the action
+   that was taken there. ``CANDIDATES`` (times ``--scale``) of them are kept, the same share
+   from each source and, within one, late steps as likely as early ones.
+2. **Coverage steering** (``backends/coverage.py``, the counting L1 uses in tape mode). The
+   candidates step once on the reference in chunks of ``CHUNK``, each with its own seed; after
+   each chunk the reference's coverage says which lines of its step ran. A line no earlier chunk
+   ran is traced to the one candidate that ran it by bisection (the chunk's halves stepped again
+   with the same seeds): that candidate is its *witness*. How many chunks ran a line estimates
+   how often a state of the pool makes the reference run it; a line below ``RARE_SHARE`` is a
+   *rare branch*.
+3. **Selection.** Every witness is tested (its rare-branch witnesses with ``RARE_FACTOR`` times
+   the samples: the rare-event checks), and ``[rng] states`` (times ``--scale``) more states
+   spread over the sources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from envforge.backends.base import State, batch_size, concat_states, take_state
+from envforge.errors import BadInput
+from envforge.verify.context import VerifyContext
+from envforge.verify.policies import rollout_policies
+from envforge.verify.strategies import sample_actions, sample_states
+
+ROLLOUT_ENVS = 32
+"""Episodes per policy (at ``--scale 1``)."""
+GREEDY_MAX_ACTIONS = 8
+"""The reward-seeking policy tries every action: only for discrete spaces this small."""
+CANDIDATES = 1024
+"""Candidate states stepped under coverage (at ``--scale 1``)."""
+CHUNK = 16
+RARE_SHARE = 0.02
+"""A line that runs from fewer than this share of the candidates is a rare branch."""
+RARE_FACTOR = 2
+RARE_WITNESSES = 4
+"""A rare line is traced to up to this many candidates (from different chunks), each tested:
+one state where a branch runs may not show what another one where it runs does."""
+MAX_WITNESSES = 32
+
+Line = tuple[str, int]
+
+
+@dataclass
+class Pool:
+    states: State
+    actions: np.ndarray
+    source: np.ndarray
+    """Index into ``names``: which policy (or ``drawn``) reached the state."""
+    t: np.ndarray
+    """The episode step the state was reached at (-1: drawn)."""
+    names: list[str]
+
+    def take(self, rows: np.ndarray) -> Pool:
+        return Pool(
+            take_state(self.states, rows), self.actions[rows], self.source[rows], self.t[rows],
+            self.names,
+        )  # fmt: skip
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+
+@dataclass
+class Steering:
+    available: bool
+    chunks: int = 0
+    runs: dict[Line, int] = field(default_factory=dict)
+    """Line -> chunks that ran it."""
+    witness: dict[Line, int] = field(default_factory=dict)
+    """Line -> the candidate whose step (with its seed) ran it first."""
+    chunk_of: dict[Line, list[int]] = field(default_factory=dict)
+    """Line -> the first rows of the chunks that ran it."""
+    more: dict[Line, list[int]] = field(default_factory=dict)
+    """Rare line -> further candidates that ran it (from later chunks)."""
+
+    def share(self, line: Line) -> float:
+        """The estimated share of candidates whose step runs ``line`` (from chunk counts)."""
+        chunk_share = self.runs[line] / max(1, self.chunks)
+        return 1.0 - (1.0 - chunk_share) ** (1.0 / CHUNK)
+
+    def rare(self) -> list[Line]:
+        return sorted(line for line in self.runs if self.share(line) < RARE_SHARE)
+
+
+def _greedy(ctx: VerifyContext, rng: np.random.Generator, state: State) -> np.ndarray:
+    """Per env, the action with the best reward on the reference (the same draws for each)."""
+    n_actions = int(ctx.spec.action.n or 0)
+    seeds = rng.integers(0, 2**63, size=batch_size(state), dtype=np.uint64)
+    rewards = []
+    for a in range(n_actions):
+        acts = np.full(batch_size(state), a, dtype=np.int32)
+        rewards.append(ctx.ref.step_draws(state, acts, seeds, None)[0].reward)
+    table = np.stack(rewards, axis=1) + rng.random((batch_size(state), n_actions)) * 1e-9
+    return table.argmax(axis=1).astype(np.int32)
+
+
+def rollout_pool(ctx: VerifyContext, rng: np.random.Generator) -> Pool:
+    """States along whole reference episodes under each policy, and states drawn in the ranges."""
+    spec = ctx.spec
+    envs = ctx.count(ROLLOUT_ENVS, 8)
+    policies: list = list(rollout_policies(spec, rng))
+    greedy = spec.action.type == "discrete" and (spec.action.n or 0) <= GREEDY_MAX_ACTIONS
+    names = [p.name for p in policies] + (["reward_seeking"] if greedy else []) + ["drawn"]
+    parts: list[Pool] = []
+    for index in range(len(names) - 1):
+        policy = policies[index] if index < len(policies) else None
+        seeds = rng.integers(0, 2**32, size=envs, dtype=np.uint64).astype(np.uint32)
+        state = ctx.ref.reset(seeds)
+        obs = ctx.ref.observe(state)
+        if policy is not None:
+            policy.reset(envs)
+        for t in range(spec.episode_cap):
+            n = batch_size(state)
+            tvec = np.full(n, t)
+            acts = policy.act(obs, tvec) if policy is not None else _greedy(ctx, rng, state)
+            parts.append(Pool(state, acts, np.full(n, index), tvec, names))
+            tr = ctx.ref.step(state, acts)
+            alive = ~(tr.terminated | tr.truncated)
+            if not alive.any():
+                break
+            state, obs = take_state(tr.state, alive), tr.obs[alive]
+    try:
+        drawn = sample_states(spec, rng, ctx.count(CANDIDATES // 4, 16))
+        m = batch_size(drawn)
+        acts = sample_actions(spec, rng, m)
+        parts.append(Pool(drawn, acts, np.full(m, len(names) - 1), np.full(m, -1), names))
+    except BadInput:
+        pass  # a valid rule that ranges rarely satisfy: rollouts only
+    return Pool(
+        concat_states([p.states for p in parts]),
+        np.concatenate([p.actions for p in parts]),
+        np.concatenate([p.source for p in parts]),
+        np.concatenate([p.t for p in parts]),
+        names,
+    )
+
+
+def candidates(pool: Pool, rng: np.random.Generator, budget: int) -> Pool:
+    """``budget`` states: each source an equal share; within one, every episode step as
+    likely as any other (late states are few: episodes end)."""
+    sources = np.unique(pool.source)
+    share = max(1, budget // max(1, len(sources)))
+    rows: list[np.ndarray] = []
+    for s in sources:
+        mine = np.flatnonzero(pool.source == s)
+        _, inverse, counts = np.unique(pool.t[mine], return_inverse=True, return_counts=True)
+        weights = 1.0 / counts[inverse]
+        k = min(share, len(mine))
+        rows.append(rng.choice(mine, size=k, replace=False, p=weights / weights.sum()))
+    return pool.take(np.sort(np.concatenate(rows)))
+
+
+def _executed(ctx: VerifyContext) -> set[Line]:
+    return {
+        (c.file, line)
+        for c in ctx.ref.coverage_read() or []
+        for line, count in c.lines.items()
+        if count > 0
+    }
+
+
+def _run(ctx: VerifyContext, cand: Pool, seeds: np.ndarray, rows: np.ndarray) -> set[Line]:
+    """The lines the reference's step runs from ``rows`` alone (with their seeds)."""
+    ctx.ref.coverage_start()
+    ctx.ref.step_draws(take_state(cand.states, rows), cand.actions[rows], seeds[rows], None)
+    return _executed(ctx)
+
+
+def _bisect(
+    ctx: VerifyContext, cand: Pool, seeds: np.ndarray, rows: np.ndarray, targets: set[Line],
+    out: dict[Line, int],
+) -> None:  # fmt: skip
+    """Each line of ``targets`` (run by ``rows`` together) to one row that runs it alone."""
+    if len(rows) == 1 or not targets:
+        for line in targets:
+            out.setdefault(line, int(rows[0]))
+        return
+    left = set(targets)
+    for half in (rows[: len(rows) // 2], rows[len(rows) // 2 :]):
+        got = _run(ctx, cand, seeds, half) & left
+        _bisect(ctx, cand, seeds, half, got, out)
+        left -= got
+    for line in left:  # ran only with both halves together: credited to the first row
+        out.setdefault(line, int(rows[0]))
+
+
+def steer(ctx: VerifyContext, cand: Pool, seeds: np.ndarray) -> Steering:
+    """The candidates stepped chunk by chunk under coverage; a witness for every line."""
+    if not ctx.ref.coverage_start():
+        return Steering(available=False)
+    result = Steering(available=True)
+    for start in range(0, len(cand), CHUNK):
+        rows = np.arange(start, min(start + CHUNK, len(cand)))
+        ran = _run(ctx, cand, seeds, rows)
+        result.chunks += 1
+        new = {line for line in ran if line not in result.runs}
+        for line in ran:
+            result.runs[line] = result.runs.get(line, 0) + 1
+            result.chunk_of.setdefault(line, []).append(int(rows[0]))
+        if new:
+            _bisect(ctx, cand, seeds, rows, new, result.witness)
+    for line in result.rare():
+        for first in result.chunk_of[line][1:RARE_WITNESSES]:
+            rows = np.arange(first, min(first + CHUNK, len(cand)))
+            found: dict[Line, int] = {}
+            _bisect(ctx, cand, seeds, rows, {line}, found)
+            result.more.setdefault(line, []).extend(found.values())
+    return result
+
+
+@dataclass
+class Selection:
+    rows: list[int]
+    samples: list[int]
+    reasons: list[str]
+
+
+def select(
+    ctx: VerifyContext, cand: Pool, steering: Steering, rng: np.random.Generator, samples: int
+) -> Selection:
+    """Witnesses first (rare-branch ones with more samples), then states spread over sources."""
+    rare = set(steering.rare())
+    by_row: dict[int, list[Line]] = {}
+    for line, row in sorted(steering.witness.items(), key=lambda kv: kv[1]):
+        by_row.setdefault(row, []).append(line)
+    for line, rows in steering.more.items():
+        for row in rows:
+            by_row.setdefault(row, []).append(line)
+    order = sorted(by_row, key=lambda r: (not (set(by_row[r]) & rare), r))
+    chosen = Selection([], [], [])
+    for row in order[: ctx.count(MAX_WITNESSES, 8)]:
+        lines = by_row[row]
+        is_rare = bool(set(lines) & rare)
+        chosen.rows.append(row)
+        chosen.samples.append(samples * RARE_FACTOR if is_rare else samples)
+        shown = ", ".join(f"{base_name(f)}:{n}" for f, n in sorted(lines)[:4])
+        more = f" and {len(lines) - 4} more" if len(lines) > 4 else ""
+        kind = "a rare branch" if is_rare else "lines"
+        chosen.reasons.append(f"witness of {kind} of the reference ({shown}{more})")
+    spread = ctx.count(ctx.spec.rng.states, 2)
+    rest = [r for r in rng.permutation(len(cand)) if r not in set(chosen.rows)]
+    by_source: dict[int, list[int]] = {}
+    for r in rest:
+        by_source.setdefault(int(cand.source[r]), []).append(int(r))
+    queues = list(by_source.values())
+    while spread > 0 and any(queues):
+        for q in queues:
+            if q and spread > 0:
+                r = q.pop()
+                chosen.rows.append(r)
+                chosen.samples.append(samples)
+                src, t = cand.names[int(cand.source[r])], int(cand.t[r])
+                chosen.reasons.append(f"{src} state" + (f" at episode step {t}" if t >= 0 else ""))
+                spread -= 1
+    return chosen
+
+
+def base_name(path: str) -> str:
+    return path.rsplit("/", 1)[-1]

@@ -1,0 +1,124 @@
+"""Distribution mode with power (issue 34): states from the whole horizon and steered to the
+reference's lines, rare branches tested with more samples, and a true "what it could detect".
+
+The port under test (``tests/ports/blackjack_ownkey``) draws every card from its own
+``jax.random`` key, so no tape can be replayed to it; its spec is Blackjack's with ``[rng]
+step = "distribution"``. The planted bug (a natural recognised only ace-first) changes the
+reward of a branch random play reaches in under 1% of steps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT, apply_patch
+
+from envforge.spec import load_spec
+from envforge.stats import chi_square_test
+from envforge.verify.context import VerifyContext, VerifyOptions
+from envforge.verify.power import min_detectable
+from envforge.verify.runner import DriverPair, verify
+
+PORT_DIR = ROOT / "tests" / "ports" / "blackjack_ownkey"
+SPEC = PORT_DIR / "env.toml"
+PORT = PORT_DIR / "blackjack.py"
+ACE_FIRST_ONLY = (
+    "    return (_count(hand) == 2) & jnp.any(hand == 1) & jnp.any(hand == 10)",
+    "    return (_count(hand) == 2) & (hand[0] == 1) & (hand[1] == 10)",
+)
+OPTIONS = VerifyOptions(isolate=False, sandbox=None)
+
+
+def _rejections(p: float, q: float, n: int, alpha: float, trials: int, seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    x, y = rng.binomial(n, p, trials), rng.binomial(n, q, trials)
+    hits = 0
+    for a, b in zip(x, y, strict=True):
+        table = np.array([[a, n - a], [b, n - b]])
+        hits += chi_square_test(table[:, table.sum(0) > 0])[0] < alpha
+    return hits / trials
+
+
+@pytest.mark.parametrize("p,n,alpha", [(0.5, 2000, 1e-5), (0.1, 4000, 1e-4), (0.02, 2000, 1e-3)])
+def test_the_detectable_change_is_true_just_above_and_false_well_below(
+    p: float, n: int, alpha: float
+) -> None:
+    """The stated rise is caught ~90% of the time by the test the run uses (scipy's chi-square
+    on the 2 x 2 table), a rise of 70% of it far less often."""
+    rise, _ = min_detectable(p, n, alpha)
+    assert rise is not None
+    above = _rejections(p, p + 1.05 * rise, n, alpha, 600, 1)
+    below = _rejections(p, p + 0.7 * rise, n, alpha, 600, 2)
+    assert above >= 0.87, above
+    assert below < 0.7, below
+
+
+def test_random_play_reaches_the_planted_branch_in_under_one_percent_of_steps() -> None:
+    """The bug changes the reward only when a natural dealt ten-first wins a stick."""
+    import gymnasium as gym
+
+    env = gym.make("Blackjack-v1", natural=True, sab=False).unwrapped
+    rng = np.random.default_rng(3)
+    steps = reached = 0
+    for _ in range(20000):
+        env.reset(seed=int(rng.integers(2**31)))
+        done = False
+        while not done:
+            ten_first = env.player[0] == 10
+            _, reward, done, _, _ = env.step(int(rng.integers(2)))
+            steps += 1
+            reached += bool(reward == 1.5 and ten_first)
+    assert 0.004 < reached / steps < 0.01, reached / steps
+
+
+def test_states_follow_scale_and_steering_finds_the_rare_natural_line() -> None:
+    from envforge.verify import distribution_states as ds
+
+    spec = load_spec(SPEC)
+    pair = DriverPair(spec, PORT_DIR, OPTIONS)
+    try:
+        sizes = []
+        for scale in (0.5, 1.0):
+            options = VerifyOptions(isolate=False, sandbox=None, scale=scale)
+            ref, port = pair.open()
+            ctx = VerifyContext(spec, ref, port, options, pair.sources("port"))
+            rng = ctx.rng(15)
+            cand = ds.candidates(ds.rollout_pool(ctx, rng), rng, ctx.count(ds.CANDIDATES, 64))
+            seeds = rng.integers(0, 2**63, size=len(cand), dtype=np.uint64)
+            steering = ds.steer(ctx, cand, seeds)
+            chosen = ds.select(ctx, cand, steering, rng, 100)
+            spread = sum(not r.startswith("witness") for r in chosen.reasons)
+            sizes.append(spread)
+            rare = steering.rare()
+            lines = {
+                line: Path(file).read_text().splitlines()[line - 1].strip() for file, line in rare
+            }
+            assert "reward = 1.5" in lines.values(), lines
+            assert any("a rare branch" in r for r in chosen.reasons)
+        assert sizes == [6, 12]
+    finally:
+        pair.close()
+
+
+def test_own_key_port_with_an_ace_first_natural_fails_l1_naming_reward(tmp_path: Path) -> None:
+    """The proving case, at default scale: steering to the reference's ``reward = 1.5`` line
+    puts naturals among the tested states, and the two-sample test on reward fails."""
+    broken = apply_patch(PORT, tmp_path, ACE_FIRST_ONLY)
+    level = verify(load_spec(SPEC), broken.path.parent, [1], OPTIONS).levels[0]
+    assert level.status == "fail", level.summary
+    finding = level.findings[0]
+    assert finding.check == "step.distribution"
+    assert finding.extra["element"] in ("reward", "event natural_win", "event win")
+    assert "a rare branch" in finding.message
+    assert level.stats["rare_branch_states"] > 0
+
+
+@pytest.mark.slow
+def test_own_key_port_verifies_equivalent_l0_to_l3() -> None:
+    report = verify(load_spec(SPEC), PORT_DIR, [0, 1, 2, 3], OPTIONS)
+    assert report.verdict == "equivalent", [lv.summary for lv in report.levels]
+    l1 = report.levels[1].stats
+    assert l1["coverage_steering"] and l1["lines_untested"] == {}
+    assert "natural_win" in l1["detectable"]["events"]
