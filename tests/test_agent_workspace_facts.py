@@ -43,7 +43,7 @@ DTYPES = {"float32", "float64", "int32", "int64", "uint8", "uint32", "int8", "in
 def prose(task: str) -> str:
     """The task without fenced blocks (quoted source, code examples): the sentences envforge
     writes about this env."""
-    return re.sub(r"```.*?```", "", task, flags=re.DOTALL)
+    return re.sub(r"^(`{3,})[^\n]*\n.*?^\1[ \t]*$", "", task, flags=re.DOTALL | re.MULTILINE)
 
 
 def _once(text: str, pattern: str) -> re.Match[str] | None:
