@@ -90,7 +90,9 @@ def write_kit(spec: EnvSpec, target: str, root: Path) -> list[ListedFile]:
     spec that draws inside ``step``, envforge's draw interface ``draws.rs``."""
     kit = root / KIT
     if kit.is_symlink() or (kit.exists() and not kit.is_dir()):
-        raise BadInput(f"workspace part {kit} is not a folder: remove it or choose another --out")
+        raise BadInput(
+            f"workspace part {kit} is a link or not a folder: remove it or choose another --out"
+        )
     if kit.exists():
         shutil.rmtree(kit)
     if target != "rust" or spec.rng.step not in ("tape", "distribution"):
