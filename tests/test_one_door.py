@@ -339,3 +339,27 @@ def test_make_and_train_say_they_are_the_exception() -> None:
     shown = CliRunner().invoke(app, ["train", "--help"], terminal_width=200).output
     assert "Not sandboxed: the port runs in this process" in shown
     assert "Not sandboxed" in (make.__doc__ or "")
+
+
+@pytest.mark.slow  # 23 s on a loaded 2-core machine (measures the machine twice, compiles the port)
+def test_envforge_bench_runs_the_port_inside_the_sandbox(tmp_path: Path) -> None:
+    from envforge.bench.measure import BenchSettings
+    from envforge.bench.suite import run_bench
+    from envforge.sandbox.select import open_sandbox
+
+    if not probe().read_only_mounts:
+        pytest.skip("this kernel refuses mount namespaces")
+    secret, told = secret_file(tmp_path / "private")
+    marker = tmp_path / "marker.txt"
+    port = hostile_port(tmp_path / "port", secret, marker)
+    settings = BenchSettings(
+        batch_sizes=(16,), repeats=1, min_run_s=0.05, policies=("random",), reset_modes=("fresh",)
+    )
+    report = run_bench(
+        spec_for_name("pong"), settings, [("jax", port)], sandbox=open_sandbox("process")
+    )
+    assert any(
+        m.role == "port" and m.implementation.startswith("jax port") for m in report.measurements
+    )
+    assert told not in str(report.to_dict())
+    assert not marker.exists()
