@@ -363,3 +363,28 @@ def test_envforge_bench_runs_the_port_inside_the_sandbox(tmp_path: Path) -> None
     )
     assert told not in str(report.to_dict())
     assert not marker.exists()
+
+
+# ---- the job channel: plain data only, within its time ---------------------------------------
+
+
+def test_a_sandboxed_job_sends_back_plain_data_only_and_within_its_time(tmp_path: Path) -> None:
+    from envforge.errors import ContractViolation, DriverRaised, DriverTimeout
+    from envforge.sandbox.jobs import run_job
+    from envforge.sandbox.select import open_sandbox
+
+    if not probe().read_only_mounts:
+        pytest.skip("this kernel refuses mount namespaces")
+    sandbox = open_sandbox("process")
+    assert sandbox is not None
+
+    def job(target: str, *args: object, timeout_s: float = 60) -> object:
+        return run_job(sandbox, target, args, readable=(), timeout_s=timeout_s, what="job")
+
+    assert job("math:hypot", 3.0, 4.0) == 5.0
+    with pytest.raises(ContractViolation, match="forbidden object pathlib"):
+        job("pathlib:Path", "/")  # an object whose unpickling would call code on the host
+    with pytest.raises(DriverRaised, match="raised ValueError"):
+        job("math:sqrt", -1.0)
+    with pytest.raises(DriverTimeout, match="did not finish within 3 s"):
+        job("time:sleep", 60.0, timeout_s=3)
