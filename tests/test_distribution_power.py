@@ -1,10 +1,11 @@
 """Distribution mode with power (issue 34): states from the whole horizon and steered to the
 reference's lines, rare branches tested with more samples, and a true "what it could detect".
 
-The port under test (``tests/ports/blackjack_ownkey``) draws every card from its own
-``jax.random`` key, so no tape can be replayed to it; its spec is Blackjack's with ``[rng]
-step = "distribution"``. The planted bug (a natural recognised only ace-first) changes the
-reward of a branch random play reaches in under 1% of steps.
+The ports under test (``tests/ports/blackjack_ownkey``, ``tests/ports/frozenlake_ownkey``) draw
+from their own ``jax.random`` key, so no tape can be replayed to them; their specs are the
+shipped ones with ``[rng] step = "distribution"``. The planted bugs change branches random play
+reaches in under 1% of steps: a natural recognised only ace-first (Blackjack's reward, found
+by coverage steering), a cell that never slips (FrozenLake's ``s``, found by screening).
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ ACE_FIRST_ONLY = (
     "    return (_count(hand) == 2) & (hand[0] == 1) & (hand[1] == 10)",
 )
 OPTIONS = VerifyOptions(isolate=False, sandbox=None)
+LAKE_DIR = ROOT / "tests" / "ports" / "frozenlake_ownkey"
+NO_SLIP_ON_62 = (
+    "    pick = jax.random.randint(key, (), 0, 3)  # 0: (a - 1) % 4, 1: a, 2: (a + 1) % 4\n",
+    "    pick = jax.random.randint(key, (), 0, 3)  # 0: (a - 1) % 4, 1: a, 2: (a + 1) % 4\n"
+    "    pick = jnp.where(state.s == 62, 1, pick)\n",
+)
 
 
 def _rejections(p: float, q: float, n: int, alpha: float, trials: int, seed: int) -> float:
@@ -89,15 +96,16 @@ def test_states_follow_scale_and_steering_finds_the_rare_natural_line() -> None:
             seeds = rng.integers(0, 2**63, size=len(cand), dtype=np.uint64)
             steering = ds.steer(ctx, cand, seeds)
             chosen = ds.select(ctx, cand, steering, rng, 100)
-            spread = sum(not r.startswith("witness") for r in chosen.reasons)
-            sizes.append(spread)
+            spread = sum(not r.startswith(("witness", "screened")) for r in chosen.reasons)
+            screened = sum(r.startswith("screened") for r in chosen.reasons)
+            sizes.append((spread, screened))
             rare = steering.rare()
             lines = {
                 line: Path(file).read_text().splitlines()[line - 1].strip() for file, line in rare
             }
             assert "reward = 1.5" in lines.values(), lines
             assert any("a rare branch" in r for r in chosen.reasons)
-        assert sizes == [6, 12]
+        assert sizes == [(6, 64), (12, 128)]
     finally:
         pair.close()
 
@@ -115,10 +123,41 @@ def test_own_key_port_with_an_ace_first_natural_fails_l1_naming_reward(tmp_path:
     assert level.stats["rare_branch_states"] > 0
 
 
+def test_random_play_almost_never_stands_on_cell_62() -> None:
+    import gymnasium as gym
+
+    env = gym.make("FrozenLake-v1", map_name="8x8", is_slippery=True)
+    rng = np.random.default_rng(4)
+    steps = on_62 = 0
+    for _ in range(3000):
+        cell, _ = env.reset(seed=int(rng.integers(2**31)))
+        done = False
+        while not done:
+            on_62 += cell == 62
+            cell, _, terminated, truncated, _ = env.step(int(rng.integers(4)))
+            steps += 1
+            done = terminated or truncated
+    assert steps > 50000 and on_62 / steps < 1e-3, (on_62, steps)
+
+
 @pytest.mark.slow
-def test_own_key_port_verifies_equivalent_l0_to_l3() -> None:
-    report = verify(load_spec(SPEC), PORT_DIR, [0, 1, 2, 3], OPTIONS)
+def test_own_key_frozenlake_that_never_slips_on_cell_62_fails_l1_naming_s(tmp_path: Path) -> None:
+    """A large change at a state random play almost never reaches: one of the screened
+    states (100 samples a side) stands on cell 62."""
+    broken = apply_patch(LAKE_DIR / "frozenlake.py", tmp_path, NO_SLIP_ON_62)
+    level = verify(load_spec(LAKE_DIR / "env.toml"), broken.path.parent, [1], OPTIONS).levels[0]
+    assert level.status == "fail", level.summary
+    finding = level.findings[0]
+    assert finding.fields == ["s"] and finding.state_before["s"] == 62, finding.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("port_dir", [PORT_DIR, LAKE_DIR], ids=["blackjack", "frozenlake"])
+def test_own_key_port_verifies_equivalent_l0_to_l3(port_dir: Path) -> None:
+    report = verify(load_spec(port_dir / "env.toml"), port_dir, [0, 1, 2, 3], OPTIONS)
     assert report.verdict == "equivalent", [lv.summary for lv in report.levels]
     l1 = report.levels[1].stats
     assert l1["coverage_steering"] and l1["lines_untested"] == {}
-    assert "natural_win" in l1["detectable"]["events"]
+    assert set(l1["detectable"]["events"]) == {
+        e.name for e in load_spec(port_dir / "env.toml").event
+    }

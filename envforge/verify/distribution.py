@@ -226,11 +226,17 @@ def _sample_all(driver: Driver, state: State, actions: np.ndarray, seeds: np.nda
 
 
 def check_selected(
-    ctx: VerifyContext, states: State, actions: np.ndarray, samples: list[int], reasons: list[str]
+    ctx: VerifyContext,
+    states: State,
+    actions: np.ndarray,
+    samples: list[int],
+    reasons: list[str],
+    base: int,
 ) -> tuple[DistributionResult, list[Case], dict[str, list[tuple[float, int]]]]:
     """L1: single steps from each chosen (state, action), ``samples[k]`` a side, every output
     and every spec event tested (``verify/distribution_states.py`` chooses them). Also returns,
-    per spec event, its probability on the reference and the samples at each tested state."""
+    per spec event, its probability on the reference and the samples at each tested state.
+    ``base``: the samples a side of the deep tests (the stats' ``samples_per_side``)."""
     rng = ctx.rng(16)
     index = np.repeat(np.arange(len(actions)), samples)
     before, acts = take_state(states, index), actions[index]
@@ -250,7 +256,7 @@ def check_selected(
         where = f"one step from state #{j} ({reasons[j]}) with action {to_jsonable(a[0])}"
         tests = two_sample_tests(r, q, ctx.spec.field_names, extra)
         cases.append((where, tests, take_state(b, slice(0, 1)), [to_jsonable(a[0])], n))
-    return judge(ctx, 1, "step.distribution", cases, min(samples)), cases, rates
+    return judge(ctx, 1, "step.distribution", cases, base), cases, rates
 
 
 def check_sequence_distributions(

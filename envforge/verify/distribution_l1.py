@@ -65,7 +65,12 @@ def run(ctx: VerifyContext) -> StepDistributions:
     if steering.available:
         ctx.ref.coverage_start()  # from here: the lines the tested samples run
     result, _, rates = check_selected(
-        ctx, take_state(cand.states, rows), cand.actions[rows], chosen.samples, chosen.reasons
+        ctx,
+        take_state(cand.states, rows),
+        cand.actions[rows],
+        chosen.samples,
+        chosen.reasons,
+        samples,
     )
     coverage: list[LineCoverage] | None = None
     tested: set[ds.Line] = set()
@@ -80,6 +85,9 @@ def run(ctx: VerifyContext) -> StepDistributions:
     rare = steering.rare()
     untested = _untested(steering, tested) if steering.available else {}
     n_rare = sum(1 for s in chosen.samples if s > samples)
+    screened = [
+        s for s, r in zip(chosen.samples, chosen.reasons, strict=True) if r.startswith("screened")
+    ]
     stats.update(
         states_tested=len(rows),
         states_pooled=len(pool),
@@ -88,6 +96,8 @@ def run(ctx: VerifyContext) -> StepDistributions:
         witness_states=sum(r.startswith("witness") for r in chosen.reasons),
         rare_branch_states=n_rare,
         rare_samples_per_side=samples * ds.RARE_FACTOR if n_rare else None,
+        screened_states=len(screened),
+        screen_samples_per_side=screened[0] if screened else None,
         coverage_steering=steering.available,
         reference_lines_seen=len(steering.runs),
         rare_lines={f"{ds.base_name(f)}:{n}": round(steering.share((f, n)), 5) for f, n in rare},
@@ -124,7 +134,8 @@ def run(ctx: VerifyContext) -> StepDistributions:
     summary = (
         f"resets agree; {stats['distribution_tests']} two-sample tests of single steps from "
         f"{len(rows)} states ({n_rare} at rare branches with {samples * ds.RARE_FACTOR} samples, "
-        f"the rest {samples} a side) agree"
+        f"{len(screened)} screened with {screened[0] if screened else 0}, the rest {samples} a "
+        "side) agree"
     )
     if half is not None:
         summary += f"; an outcome of probability 0.5 at one state moving by {half:.3g} is caught with {POWER:.0%} power"

@@ -17,7 +17,8 @@ horizon, and states that make the reference run lines of its step nothing else r
    *rare branch*.
 3. **Selection.** Every witness is tested (its rare-branch witnesses with ``RARE_FACTOR`` times
    the samples: the rare-event checks), and ``[rng] states`` (times ``--scale``) more states
-   spread over the sources.
+   spread over the sources; then ``SCREEN_STATES`` states are screened with few samples each.
+   Spread and screened states prefer observations no chosen state has.
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ RARE_WITNESSES = 4
 """A rare line is traced to up to this many candidates (from different chunks), each tested:
 one state where a branch runs may not show what another one where it runs does."""
 MAX_WITNESSES = 32
+SCREEN_STATES = 128
+SCREEN_DIVISOR = 20
+SCREEN_MIN_SAMPLES = 50
+"""Besides the deep tests, ``SCREEN_STATES`` (times ``--scale``) states are screened with
+``samples / SCREEN_DIVISOR`` samples a side (at least ``SCREEN_MIN_SAMPLES``): a large change at
+a state no deep test reaches (a cell that never slips) shows in 100 samples."""
 
 Line = tuple[str, int]
 
@@ -230,6 +237,7 @@ def select(
 ) -> Selection:
     """Witnesses first (rare-branch ones with more samples), then states spread over sources."""
     rare = set(steering.rare())
+    obs = ctx.ref.observe(cand.states).reshape(len(cand), -1)
     by_row: dict[int, list[Line]] = {}
     for line, row in sorted(steering.witness.items(), key=lambda kv: kv[1]):
         by_row.setdefault(row, []).append(line)
@@ -247,22 +255,41 @@ def select(
         more = f" and {len(lines) - 4} more" if len(lines) > 4 else ""
         kind = "a rare branch" if is_rare else "lines"
         chosen.reasons.append(f"witness of {kind} of the reference ({shown}{more})")
-    spread = ctx.count(ctx.spec.rng.states, 2)
-    rest = [r for r in rng.permutation(len(cand)) if r not in set(chosen.rows)]
+    seen = {_key(obs[r]) for r in chosen.rows}
+    _spread(chosen, cand, rng, obs, seen, ctx.count(ctx.spec.rng.states, 2), samples, "")
+    screen = max(SCREEN_MIN_SAMPLES, samples // SCREEN_DIVISOR)
+    _spread(chosen, cand, rng, obs, seen, ctx.count(SCREEN_STATES, 16), screen, "screened ")
+    return chosen
+
+
+def _key(row: np.ndarray) -> bytes:
+    return np.ascontiguousarray(row).tobytes()
+
+
+def _spread(
+    chosen: Selection, cand: Pool, rng: np.random.Generator, obs: np.ndarray, seen: set[bytes],
+    count: int, samples: int, label: str,
+) -> None:  # fmt: skip
+    """``count`` more rows, the sources in turn, each source's states with an observation not
+    yet chosen first."""
+    taken = set(chosen.rows)
     by_source: dict[int, list[int]] = {}
-    for r in rest:
-        by_source.setdefault(int(cand.source[r]), []).append(int(r))
+    for r in rng.permutation(len(cand)):
+        if int(r) not in taken:
+            by_source.setdefault(int(cand.source[r]), []).append(int(r))
     queues = list(by_source.values())
-    while spread > 0 and any(queues):
+    while count > 0 and any(queues):
         for q in queues:
-            if q and spread > 0:
-                r = q.pop()
+            if q and count > 0:
+                fresh = [i for i, r in enumerate(q) if _key(obs[r]) not in seen]
+                r = q.pop(fresh[0] if fresh else 0)
+                seen.add(_key(obs[r]))
                 chosen.rows.append(r)
                 chosen.samples.append(samples)
                 src, t = cand.names[int(cand.source[r])], int(cand.t[r])
-                chosen.reasons.append(f"{src} state" + (f" at episode step {t}" if t >= 0 else ""))
-                spread -= 1
-    return chosen
+                where = f" at episode step {t}" if t >= 0 else ""
+                chosen.reasons.append(f"{label}{src} state{where}")
+                count -= 1
 
 
 def base_name(path: str) -> str:
