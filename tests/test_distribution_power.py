@@ -1,11 +1,12 @@
 """Distribution mode with power (issue 34): states from the whole horizon and steered to the
 reference's lines, rare branches tested with more samples, and a true "what it could detect".
 
-The ports under test (``tests/ports/blackjack_ownkey``, ``tests/ports/frozenlake_ownkey``) draw
+The ports under test (``tests/ports/{blackjack,frozenlake,taxi}_ownkey``) draw
 from their own ``jax.random`` key, so no tape can be replayed to them; their specs are the
 shipped ones with ``[rng] step = "distribution"``. The planted bugs change branches random play
 reaches in under 1% of steps: a natural recognised only ace-first (Blackjack's reward, found
-by coverage steering), a cell that never slips (FrozenLake's ``s``, found by screening).
+by coverage steering), a cell that never slips (FrozenLake's ``s``, found by screening), a
+fickle passenger that may keep its destination (Taxi's ``s``, found by coverage steering).
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ ACE_FIRST_ONLY = (
 )
 OPTIONS = VerifyOptions(isolate=False, sandbox=None)
 LAKE_DIR = ROOT / "tests" / "ports" / "frozenlake_ownkey"
+TAXI_DIR = ROOT / "tests" / "ports" / "taxi_ownkey"
+FICKLE_KEEPS_OLD = (
+    "    others = jnp.where(index >= old_dest, index + 1, index)  # the destinations but old_dest\n",
+    "    others = index  # may keep the old destination, never picks 3\n",
+)
 NO_SLIP_ON_62 = (
     "    pick = jax.random.randint(key, (), 0, 3)  # 0: (a - 1) % 4, 1: a, 2: (a + 1) % 4\n",
     "    pick = jax.random.randint(key, (), 0, 3)  # 0: (a - 1) % 4, 1: a, 2: (a + 1) % 4\n"
@@ -151,8 +157,40 @@ def test_own_key_frozenlake_that_never_slips_on_cell_62_fails_l1_naming_s(tmp_pa
     assert finding.fields == ["s"] and finding.state_before["s"] == 62, finding.message
 
 
+def test_random_play_rarely_sees_the_fickle_passenger_change_destination() -> None:
+    import gymnasium as gym
+
+    env = gym.make("Taxi-v4", is_rainy=True, fickle_passenger=True)
+    rng = np.random.default_rng(5)
+    steps = changed = 0
+    for _ in range(600):
+        s, _ = env.reset(seed=int(rng.integers(2**31)))
+        done = False
+        while not done:
+            s2, _, terminated, truncated, _ = env.step(int(rng.integers(6)))
+            steps += 1
+            changed += (s % 4) != (s2 % 4)
+            s, done = s2, terminated or truncated
+    assert changed / steps < 2e-3, (changed, steps)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("port_dir", [PORT_DIR, LAKE_DIR], ids=["blackjack", "frozenlake"])
+def test_own_key_taxi_whose_fickle_passenger_may_keep_its_destination_fails_l1(
+    tmp_path: Path,
+) -> None:
+    """Steering finds the reference's fickle-passenger lines; their witnesses (4000 samples a
+    side) show the new destination's distribution differs."""
+    broken = apply_patch(TAXI_DIR / "taxi.py", tmp_path, FICKLE_KEEPS_OLD)
+    level = verify(load_spec(TAXI_DIR / "env.toml"), broken.path.parent, [1], OPTIONS).levels[0]
+    assert level.status == "fail", level.summary
+    finding = level.findings[0]
+    assert finding.fields == ["s"] and "a rare branch" in finding.message, finding.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "port_dir", [PORT_DIR, LAKE_DIR, TAXI_DIR], ids=["blackjack", "frozenlake", "taxi"]
+)
 def test_own_key_port_verifies_equivalent_l0_to_l3(port_dir: Path) -> None:
     report = verify(load_spec(port_dir / "env.toml"), port_dir, [0, 1, 2, 3], OPTIONS)
     assert report.verdict == "equivalent", [lv.summary for lv in report.levels]
