@@ -266,3 +266,21 @@ def test_the_cap_grows_with_the_rows_asked_for() -> None:
         assert len(pickle.dumps(("ok", state), pickle.HIGHEST_PROTOCOL)) < large
     finally:
         driver.close()
+
+
+def test_a_partial_reply_from_the_trainer_child_is_a_timeout_within_its_limit(
+    tmp_path: Path,
+) -> None:
+    """L4 under ``--sandbox none`` (and ``envforge train``) trains in a plain child: its one reply
+    is read whole within the training limit, so a lying header cannot hold the verifier."""
+    from envforge.errors import DriverTimeout
+    from envforge.train.child import train_port_isolated
+    from envforge.train.config import PPOConfig
+
+    port = hostile_port(tmp_path / "port", "import", 1_000_000)
+    cfg = PPOConfig(total_timesteps=512, num_envs=4, num_steps=32)
+    start = time.monotonic()
+    with pytest.raises(DriverTimeout) as caught:
+        train_port_isolated(port, spec_for_name("pong"), cfg, seeds=1, timeout_s=TIMEOUT_S)
+    assert time.monotonic() - start < TIMEOUT_S + MARGIN_S
+    assert "8 of 1,000,000 bytes" in str(caught.value)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
 import signal
 import tempfile
+import time
 import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -23,6 +25,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from envforge.backends.frames import FrameClosed, FrameError, FrameTimeout, FrameTooLong, recv_frame
 from envforge.errors import DriverCrashed, DriverRaised, DriverTimeout
 from envforge.spec import EnvSpec
 from envforge.train.config import PPOConfig
@@ -93,6 +96,14 @@ def _train(
         conn.send(("raise", type(e).__name__, str(e), traceback.format_exc()))
 
 
+REPLY_CAP = 256 * 2**20
+"""The trained payload (parameters, statistics, curve) is far smaller; a larger header is a lie."""
+
+
+def _partial(e: FrameError) -> str:
+    return f"; {e.got:,} of {e.size:,} bytes of its reply had come" if e.size else ""
+
+
 def _tail(path: str, limit: int = 2000) -> str:
     try:
         return Path(path).read_text(errors="replace")[-limit:]
@@ -118,17 +129,23 @@ def train_port_isolated(
     proc = ctx.Process(target=_train, args=args, daemon=True)
     proc.start()
     child_conn.close()
+    deadline = time.monotonic() + timeout_s
+    os.set_blocking(parent_conn.fileno(), False)
     try:
-        if not parent_conn.poll(timeout_s):
+        try:
+            data = recv_frame(parent_conn.fileno(), deadline, REPLY_CAP)
+        except FrameTimeout as e:
             raise DriverTimeout(
                 "port",
                 "train",
-                f"training did not finish within {timeout_s:g} s (killed)",
+                f"training did not finish within {timeout_s:g} s (killed{_partial(e)})",
                 _tail(log_path),
-            )
-        try:
-            reply = parent_conn.recv()
-        except (EOFError, OSError):
+            ) from None
+        except FrameTooLong as e:
+            raise DriverCrashed(
+                "port", "train", f"its reply announced {e.size:,} bytes (killed)", _tail(log_path)
+            ) from None
+        except (FrameClosed, OSError):
             proc.join(5)
             code = proc.exitcode
             how = (
@@ -139,6 +156,8 @@ def train_port_isolated(
             raise DriverCrashed(
                 "port", "train", f"training process died ({how})", _tail(log_path)
             ) from None
+        # a plain child of --sandbox none or `envforge train`: the port already runs as this user
+        reply = pickle.loads(data)
     finally:
         if proc.is_alive() and proc.pid is not None:
             try:
