@@ -1,5 +1,5 @@
 """envforge command line: init, translate, prompt, mcp, verify, batch, bench, mutate, cost, train,
-list."""
+list, profile."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "mcp",
     "cost",
     "bench",
+    "profile",
     "mutate",
     "batch",
     "train",

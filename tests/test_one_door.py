@@ -158,6 +158,7 @@ PORT_RUNNERS = {
     "measure_rust": "builds and runs a Rust port",
     "_job_jax": "a bench job that imports a JAX port (handed to a runner)",
     "_job_rust": "a bench job that builds a Rust port (handed to a runner)",
+    "_job_profile": "a profile job that imports a JAX port (handed to a runner)",
 }
 """Calls that import, build or run an implementation's code where they are made."""
 
@@ -188,10 +189,12 @@ ALLOWED = {
     ("bench/suite.py", "load_port"): "_job_jax: run as a sandboxed job (sandbox/jobs.py)",
     ("bench/suite.py", "measure_jax"): "_job_jax: run as a sandboxed job",
     ("bench/suite.py", "measure_rust"): "_job_rust: run as a sandboxed job",
+    ("bench/profile.py", "load_port"): "_job_profile: run as a sandboxed job (sandbox/jobs.py)",
     # --sandbox none: the user chose a plain child process (only under `if sandbox is None`)
     ("verify/level4_transfer.py", "train_port_isolated"): "--sandbox none: L4's trainer",
     ("bench/suite.py", "_job_jax"): "--sandbox none: a bench job in a spawned process",
     ("bench/suite.py", "_job_rust"): "--sandbox none: a bench job in a spawned process",
+    ("bench/profile.py", "_job_profile"): "--sandbox none: a profile job, spawned",
     # the reference side: our own code, or the user's reference (init, a spec's hooks)
     ("verify/runner.py", "open_driver"): "the reference",
     ("verify/strategies.py", "load_module"): "a spec's own [verify] hook file",

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from envforge import bounds
+from envforge.bench.candidate import candidate_port
 from envforge.bench.measure import BATCH_SIZES, BenchSettings
 from envforge.bench.suite import find_ports, run_bench
 from envforge.errors import BadInput
@@ -68,6 +69,12 @@ def bench_command(
         help="Env steps per jitted JAX call (default 65536, at least 16 scan steps); "
         "fewer for a slow port's large batches.",
     ),
+    port: str = typer.Option(
+        None,
+        "--port",
+        help="Time this candidate port (a folder or module) instead of the shipped one, "
+        "beside the reference, in the same sandboxed job.",
+    ),
     plot: str = typer.Option(None, "--plot", help="Write a log-log PNG of SPS vs batch size."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
@@ -94,7 +101,7 @@ def bench_command(
         steps_per_call=steps_per_call,
         speed_layers=tuple(dict.fromkeys(layers)),
     )
-    ports = find_ports(spec, target or None)
+    ports = [candidate_port(spec, port, target)] if port else find_ports(spec, target or None)
     command = "envforge " + " ".join(sys.argv[1:]) if sys.argv[1:] else f"envforge bench {env}"
     console = Console(stderr=as_json, width=None if sys.stdout.isatty() else 160)
     choice = choose_sandbox(sandbox)

@@ -1,0 +1,37 @@
+"""``--port P`` of ``envforge bench`` and ``envforge profile``: a candidate port folder (or
+module), checked on the host without importing or building it: it exists, it is a port of the
+target asked for, and (JAX) its module can be found. Bad input is one line, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from envforge.backends.jax import find_port_module
+from envforge.backends.recipe import port_kind
+from envforge.errors import BadInput
+from envforge.spec import EnvSpec
+
+
+def candidate_port(spec: EnvSpec, port: str, targets: list[str] | None) -> tuple[str, Path]:
+    """(target, path) of the candidate ``port``; ``targets`` is ``--target`` (at most one)."""
+    if targets and len(targets) > 1:
+        raise BadInput(f"--port: give at most one --target with a candidate port, got {targets}")
+    wanted = targets[0] if targets else None
+    if wanted is not None and wanted not in ("jax", "rust"):
+        raise BadInput(f"--target: expected jax or rust, got {wanted!r}")
+    path = Path(port).expanduser()
+    if not path.exists():
+        raise BadInput(f"--port: {port}: no such file or folder")
+    path = path.resolve()
+    try:
+        kind = port_kind(path)
+    except BadInput as e:
+        raise BadInput(f"--port: {e}") from None
+    if wanted is not None and kind != wanted:
+        raise BadInput(f"--port: {port} is a {kind} port, not a {wanted} port")
+    if kind == "jax":
+        try:
+            find_port_module(path, spec.name)
+        except BadInput as e:
+            raise BadInput(f"--port: {e}") from None
+    return kind, path

@@ -1,0 +1,86 @@
+"""``envforge profile``: the host's view of a profile. ``run_profile``
+(``envforge/bench/profile.py``) computes it inside the sandbox the user chose (a spawned process
+only under ``--sandbox none``); it comes back as plain data, checked for its form here, then
+shown as a table or JSON. Its figures are informational, like ``envforge bench``'s: measured
+inside the sandbox, they decide nothing."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from envforge.errors import EnvforgeError
+
+MAX_ROWS = 5000
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def checked(result: Any) -> dict[str, Any]:
+    """``result`` if it has the profile's form (plain numbers and strings where expected)."""
+    bad = EnvforgeError("the profile job sent a result of no known form")
+    if not isinstance(result, dict) or not isinstance(result.get("lines"), list):
+        raise bad
+    if not all(_number(result.get(k)) for k in ("batch", "step_s", "compile_s")):
+        raise bad
+    xla = result.get("xla")
+    if not isinstance(xla, dict) or not all(_number(v) for v in xla.values()):
+        raise bad
+    rows, loops = result["lines"], result.get("loops")
+    if len(rows) > MAX_ROWS or not isinstance(loops, list) or len(loops) > MAX_ROWS:
+        raise bad
+    for row in rows:
+        if not isinstance(row, dict) or not isinstance(row.get("line"), str):
+            raise bad
+        if not isinstance(row.get("text"), str) or not all(
+            _number(row.get(k)) for k in ("share", "flops", "bytes", "selects", "eqns")
+        ):
+            raise bad
+    return result
+
+
+def render(profile: dict[str, Any], console: Console, top: int = 15) -> None:
+    xla, batch, step_s = profile["xla"], profile["batch"], profile["step_s"]
+    console.print(
+        f"{profile['env']} port {profile['port_file']}: one jit(vmap(step)) call at batch "
+        f"{batch} takes {step_s * 1e6:,.1f} us ({batch / step_s:,.0f} steps/s, "
+        f"median of {profile['timed_calls']} calls on {profile['device']}; compile "
+        f"{profile['compile_s']:.2f} s)",
+        highlight=False,
+    )
+    console.print(
+        f"XLA cost analysis of the compiled step: {xla.get('flops', 0):,.0f} flops, "
+        f"{xla.get('transcendentals', 0):,.0f} transcendentals, "
+        f"{xla.get('bytes', 0):,.0f} bytes accessed",
+        highlight=False,
+    )
+    table = Table(title=f"top lines by share (of flops + bytes/{profile['bytes_per_unit']})")
+    for name in ("share", "line", "flops", "bytes", "selects", "source"):
+        table.add_column(name, justify="right" if name not in ("line", "source") else "left")
+    for row in profile["lines"][:top]:
+        table.add_row(
+            f"{row['share']:.1%}",
+            row["line"],
+            f"{row['flops']:,.0f}",
+            f"{row['bytes']:,.0f}",
+            f"{row['selects']:,.0f}",
+            row["text"][:70],
+        )
+    console.print(table)
+    selects = sum(row["selects"] for row in profile["lines"])
+    console.print(
+        f"select_n: {selects:,.0f} (under vmap a cond on a batched predicate runs both "
+        f"branches and selects); conds left as conds: {profile.get('conds', 0)}",
+        highlight=False,
+    )
+    for loop in profile["loops"]:
+        trips = loop.get("trips")
+        said = (
+            f"{trips:,} trips" if isinstance(trips, int) else "trips depend on data (counted once)"
+        )
+        console.print(f"{loop.get('kind')} at {loop.get('line')}: {said}", highlight=False)

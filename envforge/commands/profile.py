@@ -1,0 +1,64 @@
+"""`envforge profile`: where one batched step of a port spends its time, by the port's lines."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import typer
+from rich.console import Console
+
+from envforge import bounds
+from envforge.bench.candidate import candidate_port
+from envforge.bench.profile import run_profile
+from envforge.bench.profile_report import render
+from envforge.bench.suite import find_ports
+from envforge.errors import BadInput
+from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
+from envforge.spec_lookup import spec_for_name
+
+
+def profile_command(
+    env: str = typer.Argument(..., help="Env name (references/<env>)."),
+    target: str = typer.Option("jax", "--target", help="jax (rust: not built yet)."),
+    port: str = typer.Option(
+        None,
+        "--port",
+        help="Profile this candidate port (a folder or module), not the shipped one.",
+    ),
+    batch: int = typer.Option(
+        1024, "--batch", callback=bounds.option(bounds.AT_LEAST_ONE), help="Envs per step."
+    ),
+    top: int = typer.Option(
+        15, "--top", callback=bounds.option(bounds.AT_LEAST_ONE), help="Lines in the table."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole profile as JSON."),
+    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
+) -> None:
+    """Profile one jit(vmap(step)) of a JAX port: cost by source line, loops, selects."""
+    if target not in ("jax", "rust"):
+        raise BadInput(f"--target: expected jax or rust, got {target!r}")
+    if target == "rust":
+        raise BadInput("--target rust: profiling a Rust port is not built yet (only jax)")
+    spec = spec_for_name(env)
+    if port:
+        _, path = candidate_port(spec, port, [target])
+    else:
+        found = find_ports(spec, [target])
+        if not found:
+            raise BadInput(f"no {target} port of {spec.name} (looked for generated/{spec.name})")
+        path = found[0][1]
+    console = Console(stderr=as_json, width=None if sys.stdout.isatty() else 160)
+    choice = choose_sandbox(sandbox)
+    opened = open_sandbox(choice.kind)
+    console.print(choice.line(opened), highlight=False)
+    with console.status(f"profiling {path} at batch {batch}"):
+        profile = run_profile(spec, path, batch, opened)
+    if as_json:
+        print(json.dumps(profile, indent=2))
+    else:
+        render(profile, console, top)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("profile")(profile_command)
