@@ -115,3 +115,17 @@ def test_profile_puts_an_expensive_line_on_top(
     assert code == 0, err[-3000:]
     top = json.loads(out)["lines"][0]
     assert top["line"] == f"cartpole.py:{number}" and top["share"] > 0.5, top
+
+
+def test_while_trips_are_measured_as_the_batchs_longest() -> None:
+    import jax
+    import jax.numpy as jnp
+
+    from envforge.bench.loop_trips import while_trips
+
+    def count_to(n: jax.Array) -> jax.Array:
+        return jax.lax.while_loop(lambda c: c < n, lambda c: c + 1, jnp.int32(0))
+
+    closed = jax.make_jaxpr(jax.vmap(count_to))(jnp.array([1, 5, 3], jnp.int32))
+    (loop,) = [e for e in closed.jaxpr.eqns if e.primitive.name == "while"]
+    assert while_trips(closed, jnp.array([1, 5, 3], jnp.int32)) == {id(loop): [5]}

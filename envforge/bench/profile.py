@@ -8,8 +8,9 @@ equation carries the traceback it was traced under; its line is the innermost fr
 port's folder (equations of a library call count for the port line that made the call). Its
 cost is counted from its shapes (a dot: 2·M·N·K flops; elementwise: one per output element;
 a reduction: one per input element; bytes: its operands and results) and multiplied by the
-trip count of every ``scan`` around it (a ``fori_loop`` with static bounds is a scan); a
-``while_loop``'s trips depend on data and are counted once. ``select_n`` equations are counted
+trip count of every ``scan`` around it (a ``fori_loop`` with static bounds is a scan) and the
+mean trips of every ``while_loop`` around it, measured at this batch's first states and actions
+(``loop_trips.py``; under ``vmap`` the batch's longest; counted once where not measured). ``select_n`` equations are counted
 by line: under ``vmap`` a ``cond`` with a batched predicate becomes both branches plus a select.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from envforge.bench.loop_trips import while_trips
 from envforge.bench.profile_report import checked
 from envforge.bench.suite import run_job
 from envforge.errors import DriverFailure, EnvforgeError
@@ -43,7 +45,11 @@ def _size(aval: Any) -> int:
 
 def _nbytes(aval: Any) -> int:
     dtype = getattr(aval, "dtype", None)
-    return _size(aval) * (np.dtype(dtype).itemsize if dtype is not None else 0)
+    try:
+        itemsize = np.dtype(dtype).itemsize if dtype is not None else 0
+    except TypeError:  # an extended dtype (a PRNG key): its own itemsize when it says one
+        itemsize = int(getattr(dtype, "itemsize", 0) or 0)
+    return _size(aval) * itemsize
 
 
 def eqn_cost(eqn: Any) -> tuple[float, float, float]:
@@ -77,8 +83,9 @@ def _sub_jaxprs(eqn: Any) -> list[Any]:
 class Walk:
     """Per-line totals over a jaxpr and the sub-jaxprs of its loops, conds and calls."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, measured: dict[int, list[int]] | None = None) -> None:
         self.folder = folder
+        self.measured = measured or {}
         self.lines: dict[str, dict[str, float]] = {}
         self.loops: list[dict[str, Any]] = []
         self.conds = 0
@@ -107,9 +114,12 @@ class Walk:
                 for sub in subs:
                     self.walk(sub, trips * length, line)
             elif name == "while":
-                self.loops.append({"kind": "while", "line": line, "trips": None})
+                runs = self.measured.get(id(eqn), [])
+                mean = sum(runs) / len(runs) if runs else None
+                loop = {"kind": "while", "line": line, "trips": None, "measured_trips": mean}
+                self.loops.append(loop | {"runs": len(runs), "max_trips": max(runs, default=0)})
                 for sub in subs:
-                    self.walk(sub, trips, line)
+                    self.walk(sub, trips * (mean if mean is not None else 1.0), line)
             elif subs:
                 self.conds += name == "cond"
                 for sub in subs:  # a cond's branches all counted: an upper bound
@@ -164,8 +174,7 @@ def _job_profile(spec: EnvSpec, port: str, batch: int) -> dict[str, Any]:
     else:
         actions = jnp.zeros(shape, spec.action.dtype)
     batched = jax.vmap(module.step)
-    walk = Walk(folder)
-    walk.walk(jax.make_jaxpr(batched)(states, actions).jaxpr, 1.0)
+    closed = jax.make_jaxpr(batched)(states, actions)
     started = time.perf_counter()
     compiled = jax.jit(batched).lower(states, actions).compile()
     compile_s = time.perf_counter() - started
@@ -175,6 +184,12 @@ def _job_profile(spec: EnvSpec, port: str, batch: int) -> dict[str, Any]:
         started = time.perf_counter()
         jax.block_until_ready(compiled(states, actions))
         times.append(time.perf_counter() - started)
+    has_while = "while[" in str(closed.jaxpr)
+    measured = (
+        while_trips(closed, *jax.tree_util.tree_leaves((states, actions))) if has_while else {}
+    )
+    walk = Walk(folder, measured)
+    walk.walk(closed.jaxpr, 1.0)
     sources = {
         str(p.relative_to(folder)): p.read_text(errors="replace").splitlines()
         for p in sorted(folder.rglob("*.py"))

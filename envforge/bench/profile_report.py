@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from envforge.errors import EnvforgeError
@@ -65,11 +66,11 @@ def render(profile: dict[str, Any], console: Console, top: int = 15) -> None:
     for row in profile["lines"][:top]:
         table.add_row(
             f"{row['share']:.1%}",
-            row["line"],
+            escape(row["line"]),
             f"{row['flops']:,.0f}",
             f"{row['bytes']:,.0f}",
             f"{row['selects']:,.0f}",
-            row["text"][:70],
+            escape(row["text"][:70]),
         )
     console.print(table)
     selects = sum(row["selects"] for row in profile["lines"])
@@ -79,8 +80,15 @@ def render(profile: dict[str, Any], console: Console, top: int = 15) -> None:
         highlight=False,
     )
     for loop in profile["loops"]:
-        trips = loop.get("trips")
-        said = (
-            f"{trips:,} trips" if isinstance(trips, int) else "trips depend on data (counted once)"
-        )
-        console.print(f"{loop.get('kind')} at {loop.get('line')}: {said}", highlight=False)
+        trips, measured = loop.get("trips"), loop.get("measured_trips")
+        if isinstance(trips, int):
+            said = f"{trips:,} trips (static)"
+        elif _number(measured):
+            said = (
+                f"{measured:,.1f} trips a run, measured at batch {profile['batch']} over "
+                f"{loop.get('runs')} run(s), the longest {loop.get('max_trips')} (under vmap the "
+                "batch's longest env sets it)"
+            )
+        else:
+            said = "trips depend on data, not measured (counted once)"
+        console.print(escape(f"{loop.get('kind')} at {loop.get('line')}: {said}"), highlight=False)
