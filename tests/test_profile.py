@@ -129,3 +129,19 @@ def test_while_trips_are_measured_as_the_batchs_longest() -> None:
     closed = jax.make_jaxpr(jax.vmap(count_to))(jnp.array([1, 5, 3], jnp.int32))
     (loop,) = [e for e in closed.jaxpr.eqns if e.primitive.name == "while"]
     assert while_trips(closed, jnp.array([1, 5, 3], jnp.int32)) == {id(loop): [5]}
+
+
+@needs_mounts
+def test_profile_runs_a_hostile_port_inside_the_sandbox(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from test_one_door import hostile_port, secret_file
+
+    secret, told = secret_file(tmp_path / "private")
+    marker = tmp_path / "marker.txt"
+    port = hostile_port(tmp_path / "port", secret, marker)
+    args = ["profile", "pong", "--port", str(port), "--batch", "8", "--sandbox", "process"]
+    code, out, err = run_cli([*args, "--json"], capsys)
+    assert code == 0, err[-3000:]
+    assert json.loads(out)["lines"][0]["line"].startswith("pong.py:")  # it did run the port
+    assert told not in out + err and not marker.exists()
