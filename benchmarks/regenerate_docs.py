@@ -30,6 +30,22 @@ def load() -> str:
     return f"{one:.2f} / {five:.2f} / {fifteen:.2f}"
 
 
+def machine_line(reports: list[BenchReport]) -> str:
+    """The CPU each env was measured on (runs re-rendered from JSON may come from different
+    machines of this kind: say which env ran where)."""
+    first = reports[0].machine
+    cpus: dict[str, list[str]] = {}
+    for r in reports:
+        cpus.setdefault(r.machine["cpu"], []).append(r.env)
+    where = (
+        first["cpu"]
+        if len(cpus) == 1
+        else "; ".join(f"{cpu} for {', '.join(envs)}" for cpu, envs in cpus.items())
+    )
+    system = first.get("system") or "kernel and Python not recorded in the JSON"
+    return f"{where}, {first['cores']} cores, {first['memory_gib']} GiB RAM, {system}."
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", default="pong,cartpole")
@@ -72,7 +88,6 @@ def main() -> int:
         (DOCS / "bench" / f"{env}.json").write_text(json.dumps(report.to_dict(), indent=2))
         sections.append(section(report, f"img/bench-{env}.png"))
         reports.append(report)
-    machine = reports[0].machine
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     load_line = f"at the start: {load_before}; at the end: {load()}"
     if args.from_json:  # the run's own date and load, not this re-rendering's
@@ -89,8 +104,7 @@ def main() -> int:
         "The hand-written JAX ports run with their speed layer on (`envforge/speed_layer.py`); "
         "what it gains, measured on and off side by side, is in `docs/SPEED_LAYER.md`.",
         "",
-        f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB RAM, "
-        f"{machine.get('system') or 'kernel and Python not recorded in the JSON'}. "
+        f"Machine: {machine_line(reports)} "
         "The ceiling's inputs, copy bandwidth and float32 matmul FLOP/s, are measured before "
         "and after each env's run and the better of the two is used (they are listed under "
         "each env: on this shared VM a single measurement has ranged over 2x the same day). "
