@@ -12,6 +12,7 @@ from envforge import bounds
 from envforge.backends.base import Driver, State, Transition, take_state
 from envforge.bounds import check, check_optional
 from envforge.errors import DriverFailure
+from envforge.sandbox.base import Sandbox
 from envforge.spec import EnvSpec
 from envforge.verify.compare import Diff, compare_states, first_element_out, values_close
 from envforge.verify.findings import Finding, to_jsonable
@@ -65,6 +66,9 @@ class VerifyContext:
     """The port's source files as the host listed them in the port folder (the runner's; the
     driver's own list is never opened for a sandboxed port). None: the driver's list, for a
     port driven in this process (tests)."""
+    sandbox: Sandbox | None = None
+    """The sandbox the user chose (the runner's), in which anything else a level runs of the
+    port (L4's training) must run too; None only for ``--sandbox none``."""
 
     def rng(self, salt: int) -> np.random.Generator:
         return np.random.default_rng([self.options.seed, salt])

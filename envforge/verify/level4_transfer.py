@@ -70,7 +70,7 @@ def train_on_port(ctx: VerifyContext, cfg: L4Config) -> TrainResult:
     port = _jax_port_path(ctx.port)
     if port is None:
         return _train_host_on(ctx.port, ctx.spec, cfg.ppo, cfg, ctx.options.seed)
-    sandbox = getattr(ctx.port, "sandbox", None)
+    sandbox = ctx.sandbox or getattr(ctx.port, "sandbox", None)  # the user's choice first
     if sandbox is None:  # --sandbox none: a plain child process, as the port's driver
         return train_port_isolated(
             port, ctx.spec, cfg.ppo, cfg.seeds, ctx.options.seed, cfg.train_timeout_s

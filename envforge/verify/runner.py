@@ -225,7 +225,7 @@ def verify(
                 coverage_note = start_coverage(ref) if measured else None
                 if level in (1, 2, 3):  # L0 checks raw outputs itself; these compare them
                     ref, prt = CheckedDriver(ref), CheckedDriver(prt)
-                ctx = VerifyContext(spec, ref, prt, options, pair.sources("port"))
+                ctx = VerifyContext(spec, ref, prt, options, pair.sources("port"), pair.sandbox)
                 result = run_level(level, ctx)
                 if measured:
                     result.coverage, coverage_note = read_coverage(ref, coverage_note, spec)
