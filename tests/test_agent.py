@@ -203,18 +203,6 @@ def test_a_talk_only_reply_ends_at_once_after_a_passing_verify_and_otherwise_aft
     assert "without a tool call" in result.messages[-2].text
 
 
-def test_a_pass_at_some_levels_only_is_not_done(tmp_path: Path) -> None:
-    """``./verify 0`` passing says which levels remain; talking after it earns a reminder."""
-    partial = "verdict: equivalent at level 0 only; levels 1-3 not run yet\nL0 contract: pass"
-    tools = WorkspaceTools(tmp_path, verify=lambda levels: partial)
-    model = ScriptedModel(
-        [reply(calls=[("run_verify", {"levels": "0"})], turn=1), reply("Done."), reply("Done!")]
-    )
-    result = Agent(model, tools, AgentLimits(talk_reminders=1)).run("s", user("t"))
-    assert (result.status, result.message, result.steps) == ("submitted", "Done!", 3)
-    assert "without a tool call" in result.messages[-2].text
-
-
 def test_a_cut_reply_is_not_run_and_the_next_call_gets_more_room(tmp_path: Path) -> None:
     cut = replace(
         reply(calls=[("write_file", {"path": "big.py", "content": "def f(:"})], turn=1),

@@ -30,8 +30,7 @@ from envforge.messages import Message, Model, ModelRequest, ModelResponse, TextP
 EventFn = Callable[[str], None]
 MessageFn = Callable[[Message], None]
 EQUIVALENT = "verdict: equivalent"
-"""run_verify's first line, whole, when the port passed every level (verify_result.j2); a pass
-at some levels only says which remain (``verdict: equivalent at level 0 only; ...``)."""
+"""How run_verify's text starts when the port passed (verify_result.j2)."""
 CHANGES_FILES = ("write_file", "edit_file", "run_command")
 UNREADABLE_CALL = (
     "The provider could not read your last tool call (finish reason {}), so nothing was run. "
@@ -161,7 +160,7 @@ class Agent:
             self.on_event(f"step {self.steps}: {call.name} {_brief(call.arguments)}")
             result = self.tools.execute(call)
             if call.name == "run_verify" and not result.is_error:
-                self.verified = result.content.partition("\n")[0].strip() == EQUIVALENT
+                self.verified = result.content.startswith(EQUIVALENT)
             elif call.name in CHANGES_FILES:
                 self.verified = False
             results.append(result)
