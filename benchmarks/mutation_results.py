@@ -28,6 +28,7 @@ from typing import Any
 from envforge.mutate.campaign import run_campaign
 from envforge.mutate.rerun import put_back
 from envforge.mutate.workspace import resolve_target
+from envforge.spec import load_spec
 from envforge.spec_lookup import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_seed_sweep
@@ -323,6 +324,12 @@ def main() -> int:
         help="seconds one mutant's verify may take (a campaign's, or --rerun's), as `envforge mutate`",
     )
     parser.add_argument("--why", default="", help="with --rerun: the reason, recorded")
+    parser.add_argument(
+        "--port",
+        default=None,
+        help="a JAX port folder with its own env.toml (tests/ports/taxi_ownkey): its campaign, "
+        "with that spec, goes to docs/mutate/<env>-<folder name less '<env>_'>.json",
+    )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     if args.rerun:
@@ -330,9 +337,13 @@ def main() -> int:
         args.render_only = True
     campaigns = [] if args.render_only else args.envs.split(",")
     sweep = None if args.seed_sweep is None else parse_seed_sweep(args.seed_sweep)
-    for env, kind in ((e, t) for e in campaigns for t in args.targets.split(",")):
-        spec = spec_for_name(env)
-        target = resolve_target(spec, "port", kind, None)
+    targets = args.targets.split(",")
+    if args.port and not args.render_only:
+        folder = Path(args.port)
+        campaigns, targets = [load_spec(folder / "env.toml").name], ["jax"]
+    for env, kind in ((e, t) for e in campaigns for t in targets):
+        spec = load_spec(folder / "env.toml") if args.port else spec_for_name(env)
+        target = resolve_target(spec, "port", kind, args.port)
         print(f"mutating {env} ({kind} port)", file=sys.stderr, flush=True)
         started = os.getloadavg()
         report = run_campaign(
@@ -359,7 +370,17 @@ def main() -> int:
         data["target"] = kind
         data["measured"] = utc_now()
         data["load_before"] = list(started)
-        campaign_path(env, kind).write_text(json.dumps(data, indent=2))
+        label = kind
+        if args.port:  # the spec beside the port: only this script can run it
+            label = folder.name.removeprefix(f"{env}_")
+            data["command"] = (
+                data["command"].replace(
+                    f"envforge mutate {env}", "python benchmarks/mutation_results.py"
+                )
+                + f" --port {args.port}"
+            )
+            data["port"] = args.port
+        campaign_path(env, label).write_text(json.dumps(data, indent=2))
     now = utc_now()
     lines = [
         "# Mutation testing results",
