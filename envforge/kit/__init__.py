@@ -1,0 +1,48 @@
+"""The port kit: the one package a shipped or generated port may import from envforge.
+
+A port is the env's own code; what it takes from envforge is only this::
+
+    from envforge.kit import Draws                  # draws under [rng] step (envforge/rng/jax_draws.py)
+    from envforge.kit import speed_layer            # XLA:CPU tricks, switchable (envforge/speed_layer.py)
+    from envforge.kit import use_xla_linalg_on_cpu  # Cholesky without LAPACK's thread pool (xla_cpu.py)
+    from envforge.kit import cache_root             # where a port may keep compiled executables
+
+and the contract it implements (:mod:`envforge.kit.contract`: a ``Protocol`` per target, which
+the drivers check and the translation prompts quote). The modules themselves stay where the
+rest of envforge uses them; the kit names them once, so a port never reaches into envforge's
+internals and ``tests/test_architecture.py`` can hold every port in ``generated/`` to it.
+
+The names load on first use: ``envforge.kit.contract`` is read by prompts and drivers that
+must not pay for importing jax.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envforge import speed_layer
+    from envforge.cache import cache_root
+    from envforge.rng.jax_draws import Draws
+    from envforge.xla_cpu import use_xla_linalg_on_cpu
+
+EXPORTS: dict[str, tuple[str, str | None]] = {
+    "Draws": ("envforge.rng.jax_draws", "Draws"),
+    "speed_layer": ("envforge.speed_layer", None),
+    "use_xla_linalg_on_cpu": ("envforge.xla_cpu", "use_xla_linalg_on_cpu"),
+    "cache_root": ("envforge.cache", "cache_root"),
+}
+"""What the kit offers a port: name -> (module, attribute; None: the module itself)."""
+
+__all__ = ["Draws", "cache_root", "speed_layer", "use_xla_linalg_on_cpu"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module_name, attribute = EXPORTS[name]
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value
