@@ -47,6 +47,9 @@ class DriverFailure(EnvforgeError):
         self.state_before: dict | None = None
         """Filled by a level that knows which state the failing call was given."""
         self.actions: list = []
+        self.seed: int | None = None
+        """Filled by a level that knows which episode failed (its reset seed and step)."""
+        self.step: int | None = None
         super().__init__(f"{side} {call}: {message}")
 
 

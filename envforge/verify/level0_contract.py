@@ -23,6 +23,7 @@ from envforge.errors import ContractViolation
 from envforge.verify.compare import compare_states, values_close
 from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding, to_jsonable
+from envforge.verify.level0_failure import failed_step
 from envforge.verify.policies import random_actions
 from envforge.verify.verdict import LevelResult
 
@@ -147,19 +148,25 @@ class _Checker:
 
         rng = self.ctx.rng(0)
         actions_seen: list[np.ndarray] = []
-        alive = np.ones(BATCH, dtype=bool)
+        # the rows whose episodes are still running: an ended episode is never stepped again
+        # (a reference may refuse to step past its end, and nothing is specified there)
+        rows = np.arange(BATCH)
         for t in range(ROLLOUT_STEPS):
-            actions = random_actions(spec, rng, BATCH)
+            actions = np.zeros((BATCH, *spec.action.shape), dtype=spec.action.dtype)
+            actions[rows] = random_actions(spec, rng, len(rows))
             actions_seen.append(actions)
-            tr = self.step(state, actions)
+            tr = self.rollout_step(state, actions[rows], rows, seeds, t, actions_seen)
             if t == 0:
                 self._determinism_and_batching(state, actions, tr)
-            bad = _obs_out_of_bounds(self.ctx, tr.obs[alive]) if alive.any() else None
+            bad = _obs_out_of_bounds(self.ctx, tr.obs)
             if bad is not None:
-                i = int(np.flatnonzero(alive)[bad])
+                i = int(rows[bad])
                 # the observation is usually out of bounds because a state field is: name it too
                 culprits = [
-                    n for n, _ in _range_violations(self.ctx, take_state(tr.state, slice(i, i + 1)))
+                    n
+                    for n, _ in _range_violations(
+                        self.ctx, take_state(tr.state, slice(bad, bad + 1))
+                    )
                 ]
                 self.fail(
                     "obs_bounds",
@@ -173,13 +180,31 @@ class _Checker:
                     seed=int(seeds[i]),
                     step=t,
                     actions=[a[i] for a in actions_seen],
-                    actual={"obs": to_jsonable(tr.obs[i])},
+                    actual={"obs": to_jsonable(tr.obs[bad])},
                 )
                 break
-            alive &= ~(tr.terminated | tr.truncated)
-            if not alive.any():
+            live = ~(tr.terminated | tr.truncated)
+            if not live.any():
                 break
-            state = tr.state
+            rows, state = rows[live], take_state(tr.state, live)
+
+    def rollout_step(
+        self,
+        state: State,
+        actions: np.ndarray,
+        rows: np.ndarray,
+        seeds: np.ndarray,
+        t: int,
+        actions_seen: list[np.ndarray],
+    ) -> Transition:
+        """One step of the rollout's running episodes (``rows`` of the batch). A failure names
+        the episode that failed: its seed, the step, the state it was given and its actions."""
+        try:
+            return self.step(state, actions)
+        except Exception as exc:
+            if isinstance(exc, ContractViolation):
+                raise
+            raise failed_step(self, exc, state, actions, rows, seeds, t, actions_seen) from exc
 
     def _determinism_and_batching(self, state: State, actions: np.ndarray, tr: Transition) -> None:
         again = self.step(state, actions)
