@@ -1,6 +1,7 @@
 """JAX backend: a port module with pure single-env functions; this backend vmaps and jits them.
 
-Port contract (one module, gymnax style)::
+Port contract (one module, gymnax style): ``envforge.kit.contract.JaxPort``, checked here on
+import (:func:`envforge.kit.contract.lacks`)::
 
     reset(seed: uint32[]) -> EnvState
     step(state: EnvState, action) -> (EnvState, obs, reward, terminated, truncated)
@@ -9,8 +10,8 @@ Port contract (one module, gymnax style)::
     from_canonical(fields: dict[str, Array]) -> EnvState
 
 A port whose reference draws inside ``step`` (``[rng] step`` in the spec) also exports
-``step_with_draws(state, action, draws)``, taking its random numbers from a
-``envforge.rng.jax_draws.Draws`` (a tape of the reference's draws, or its own key).
+``step_with_draws(state, action, draws)`` (``JaxPortWithDraws``), taking its random numbers
+from an ``envforge.kit.Draws`` (a tape of the reference's draws, or its own key).
 
 Batches are padded to the next power of two (at least 64) so varying batch sizes reuse a few
 compiled shapes.
@@ -31,10 +32,19 @@ import numpy as np
 from envforge.backends.base import Driver, State, Transition, batch_size
 from envforge.backends.digest import LANE_START, fold_index, join, word_key
 from envforge.errors import BadInput, ContractViolation
+from envforge.kit.contract import JaxPort, JaxPortWithDraws, lacks, members
 from envforge.rng.draws import DrawLog
 from envforge.spec import EnvSpec
 
-REQUIRED = ("reset", "step", "observe", "to_canonical", "from_canonical")
+REQUIRED = members(JaxPort)
+"""The functions every JAX port module defines (``envforge.kit.contract.JaxPort``)."""
+
+
+def check_port_module(module: ModuleType, path: Path) -> None:
+    """Raise the port's ContractViolation when ``module`` lacks a function of ``JaxPort``."""
+    lacking = lacks(path.name, module, JaxPort)
+    if lacking is not None:
+        raise ContractViolation("port", "import", lacking)
 
 
 def find_port_module(port: Path, env_name: str) -> Path:
@@ -93,9 +103,7 @@ class JaxDriver(Driver):
         self._jnp = jnp
         self.module_path = find_port_module(port, spec.name)
         self.module = load_module(self.module_path)
-        missing = [n for n in REQUIRED if not callable(getattr(self.module, n, None))]
-        if missing:
-            raise ContractViolation("port", "import", f"{self.module_path.name} lacks {missing}")
+        check_port_module(self.module, self.module_path)
         m = self.module
 
         def step_canonical(canon: dict, action: Any) -> tuple:
@@ -295,13 +303,10 @@ class JaxDriver(Driver):
         ``jax.random`` key made from each row's seed."""
         from envforge.rng import jax_draws
 
-        if not callable(getattr(self.module, "step_with_draws", None)):
-            raise ContractViolation(
-                "port",
-                "step_draws",
-                f"{self.module_path.name} lacks step_with_draws(state, action, draws), which "
-                f"[rng] step = {self.spec.rng.step!r} needs (docs/SPEC.md)",
-            )
+        lacking = lacks(self.module_path.name, self.module, JaxPortWithDraws)
+        if lacking is not None:
+            needs = f"[rng] step = {self.spec.rng.step!r} needs it (docs/SPEC.md)"
+            raise ContractViolation("port", "step_draws", f"{lacking}; {needs}")
         size = self.spec.rng.tape_size
         if self._step_draws is None:
             jax, m = self._jax, self.module

@@ -1,7 +1,8 @@
 """Rust backend: a crate (PyO3 + numpy, built with maturin) that steps the whole batch in one call.
 
-Port contract: the extension module (named by the crate's ``[lib] name``) exposes a class
-``EnvBatch(num_envs, strict_float=False)`` with
+Port contract (``envforge.kit.contract.RustEnvBatch``, checked on import): the extension module
+(named by the crate's ``[lib] name``) exposes a class ``EnvBatch(num_envs, strict_float=False)``
+with
 
     reset(seeds: uint32[n])                        # resizes the batch to n, resets every env
     step(actions, obs, reward, terminated, truncated)
@@ -36,11 +37,13 @@ import numpy as np
 from envforge.backends.base import Driver, State, Transition, batch_size, canonicalize
 from envforge.backends.rust_build import build_extension, crate_files, module_name
 from envforge.errors import ContractViolation
+from envforge.kit.contract import RustEnvBatch, lacks, members
 from envforge.rng.draws import DrawLog, row_seeds
 from envforge.spec import EnvSpec
 
 BATCH_CLASS = "EnvBatch"
-METHODS = ("reset", "step", "observe", "get_state", "set_state")
+METHODS = members(RustEnvBatch)
+"""What ``EnvBatch`` must have (``envforge.kit.contract.RustEnvBatch``), checked on import."""
 
 
 def load_extension(library: Path, name: str) -> ModuleType:
@@ -93,9 +96,9 @@ class RustDriver(Driver):
             raise ContractViolation(
                 "port", "import", f"{self.library.name} defines no class {BATCH_CLASS}"
             )
-        missing = [m for m in METHODS if not callable(getattr(batch_class, m, None))]
-        if missing:
-            raise ContractViolation("port", "import", f"{BATCH_CLASS} lacks {missing}")
+        lacking = lacks(BATCH_CLASS, batch_class, RustEnvBatch)
+        if lacking is not None:
+            raise ContractViolation("port", "import", lacking)
         try:
             self._batch: Any = batch_class(0, strict_float=strict_float)
         except TypeError as e:

@@ -16,8 +16,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from envforge.backends.jax import REQUIRED, find_port_module, load_module
-from envforge.errors import ContractViolation
+from envforge.backends.jax import check_port_module, find_port_module, load_module
 
 
 class Episode(NamedTuple):
@@ -86,7 +85,5 @@ def load_port(port: Path | str, env_name: str) -> ModuleType:
     """Import a JAX port module (a file, or a directory holding ``<env>.py``) and check its API."""
     path = find_port_module(Path(port), env_name)
     module = load_module(path)
-    missing = [n for n in REQUIRED if not callable(getattr(module, n, None))]
-    if missing:
-        raise ContractViolation("port", "import", f"{path.name} lacks {missing}")
+    check_port_module(module, path)
     return module

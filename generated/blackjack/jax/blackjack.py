@@ -15,7 +15,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from envforge.rng.jax_draws import Draws
+from envforge.kit import Draws
 
 DECK = jnp.asarray([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10], jnp.int32)
 HAND = 24

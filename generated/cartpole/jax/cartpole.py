@@ -19,7 +19,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from envforge import speed_layer
+from envforge.kit import speed_layer
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ float64 as the reference's ``np.cumsum``. From a hole or the goal the agent stay
 0 and is terminated (the reference still draws there). Truncation after 100 steps is the
 TimeLimit wrapper's, from ``time``.
 
-Randomness comes through ``envforge.rng.jax_draws.Draws``: ``step`` (training) draws from the
+Randomness comes through ``envforge.kit.Draws``: ``step`` (training) draws from the
 key kept in the state, ``step_with_draws`` from whatever ``Draws`` it is given (the verifier's
 tape of the reference's draws).
 """
@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envforge.rng.jax_draws import Draws
+from envforge.kit import Draws
 
 # the reference compares a float64 draw with float64 cumulative probabilities
 jax.config.update("jax_enable_x64", True)

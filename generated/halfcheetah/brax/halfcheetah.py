@@ -19,7 +19,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 from brax.envs import half_cheetah  # noqa: E402
 
-from envforge.xla_cpu import use_xla_linalg_on_cpu  # noqa: E402
+from envforge.kit import use_xla_linalg_on_cpu  # noqa: E402
 
 # as in the MJX port: XLA's own Cholesky on CPU, not jaxlib's LAPACK kernels, whose batch
 # split can deadlock XLA's thread pool on 2 cores (envforge/xla_cpu.py); before any tracing

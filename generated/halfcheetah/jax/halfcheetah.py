@@ -41,8 +41,7 @@ import mujoco  # noqa: E402
 with contextlib.redirect_stdout(sys.stderr):
     from mujoco import mjx
 
-from envforge.cache import cache_root  # noqa: E402
-from envforge.xla_cpu import use_xla_linalg_on_cpu  # noqa: E402
+from envforge.kit import cache_root, use_xla_linalg_on_cpu  # noqa: E402
 
 # MJX factors its mass matrix and solver Hessian with jax's batched LAPACK kernels, which on a
 # 2-core CPU can deadlock XLA's thread pool (envforge/xla_cpu.py says how): use XLA's own

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from envforge.rng.jax_draws import Draws
+from envforge.kit import Draws
 
 CALL, RAISE, FOLD, CHECK = 0, 1, 2, 3
 NO_CARD = -1

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envforge import speed_layer
+from envforge.kit import speed_layer
 
 f32 = np.float32
 

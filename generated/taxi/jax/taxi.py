@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envforge.rng.jax_draws import Draws
+from envforge.kit import Draws
 
 # the reference compares a float64 draw with float64 cumulative probabilities
 jax.config.update("jax_enable_x64", True)
