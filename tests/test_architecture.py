@@ -172,3 +172,60 @@ def test_the_repo_stands_alone(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text(f"the contract is in `{OUTSIDE_NOTES}/DESIGN.md`\n")
     assert outside_references(tmp_path) == ["README.md:1"]
     assert outside_references(PACKAGE.parent) == []
+
+
+GENERATED = PACKAGE.parent / "generated"
+KIT = "envforge.kit"
+NOT_YET_ON_THE_KIT = {"uno/jax/uno.py"}
+"""TEMPORARY (issue 33): ports whose owner has not switched them to the kit yet; remove each
+entry with its switch. Nothing else may be added here."""
+
+
+def envforge_imports_outside_the_kit(root: Path) -> list[str]:
+    """``port file:line: module`` for every import of envforge other than the port kit
+    (``envforge.kit``, docs/PORT_KIT.md) in the ports under ``root``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if any(part in SKIPPED or part.startswith(".") for part in path.parts):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                base = node.module or ""
+                modules = [f"{base}.{a.name}" if base == "envforge" else base for a in node.names]
+            else:
+                continue
+            for module in modules:
+                outside = module.split(".")[0] == "envforge" and not (
+                    module == KIT or module.startswith(KIT + ".")
+                )
+                if outside:
+                    found.append(f"{path.relative_to(root).as_posix()}:{node.lineno}: {module}")
+    return found
+
+
+def test_generated_ports_import_only_the_port_kit(tmp_path: Path) -> None:
+    found = envforge_imports_outside_the_kit(GENERATED)
+    outside = [f for f in found if f.split(":")[0] not in NOT_YET_ON_THE_KIT]
+    assert outside == [], (
+        f"{outside}: a port takes from envforge only what the kit offers, e.g. "
+        "`from envforge.kit import Draws, speed_layer` (docs/PORT_KIT.md)"
+    )
+    # the check itself sees each way of reaching past the kit, and lets the kit through
+    port = tmp_path / "pong" / "jax"
+    port.mkdir(parents=True)
+    (port / "pong.py").write_text(
+        "import numpy as np\n"
+        "from envforge import speed_layer\n"
+        "from envforge.rng.jax_draws import Draws\n"
+        "import envforge.xla_cpu\n"
+        "from envforge.kit import Draws as D, speed_layer as s\n"
+        "from envforge import kit\n"
+        "import envforge.kit.contract\n"
+    )
+    assert envforge_imports_outside_the_kit(tmp_path) == [
+        "pong/jax/pong.py:2: envforge.speed_layer",
+        "pong/jax/pong.py:3: envforge.rng.jax_draws",
+        "pong/jax/pong.py:4: envforge.xla_cpu",
+    ]
