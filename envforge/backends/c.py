@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from envforge.backends import c_draws
 from envforge.backends.base import Driver, State, Transition, canonicalize
 from envforge.backends.c_shim import shim_source
 from envforge.backends.c_struct import StructMember, parse_struct
@@ -30,6 +31,7 @@ from envforge.backends.digest import join, state_digests
 from envforge.backends.gcov import GcovBuild
 from envforge.cache import cache_root
 from envforge.errors import BadInput, ContractViolation
+from envforge.rng.draws import DrawLog, row_seeds
 from envforge.spec import EnvSpec
 
 THREADED_SEEDS = 1 << 16
@@ -102,6 +104,7 @@ class CDriver(Driver):
         missing = [c for c in self.field_map.values() if c not in names]
         if missing:
             raise BadInput(f"{spec.name}: struct {spec.c.struct} has no member(s) {missing}")
+        self.hooked = c_draws.draws_spec(spec.rng.step)
         self._bind(self.lib)
         self._plain_lib = self.lib  # the seed sweep's, also while coverage is counted
         self._members = members
@@ -114,11 +117,13 @@ class CDriver(Driver):
             self._native_digest.argtypes = [i64, vp, i64, vp, vp]
         self._sweep_threads = sweep_threads(lib_path)
 
-    @staticmethod
-    def _bind(lib: ctypes.CDLL) -> None:
+    def _bind(self, lib: ctypes.CDLL) -> None:
         vp, i64 = ctypes.c_void_p, ctypes.c_int64
         lib.envforge_reset.argtypes = [i64, vp, vp]
-        lib.envforge_step.argtypes = [i64, vp, vp, vp, vp, vp]
+        if self.hooked:
+            c_draws.bind(lib)
+        else:
+            lib.envforge_step.argtypes = [i64, vp, vp, vp, vp, vp]
         lib.envforge_observe.argtypes = [i64, vp, vp]
 
     # ---- reference coverage (gcov.py): reset, step and observe run instrumented; the seed
@@ -218,10 +223,14 @@ class CDriver(Driver):
         return self.step_structs(self.structs_of(state), actions)
 
     def step_structs(self, envs: np.ndarray, actions: np.ndarray) -> Transition:
-        """Step whole structs in place (every member, not only the canonical fields)."""
+        """Step whole structs in place (every member, not only the canonical fields). Under the
+        draw hook the draws come from a generator seeded by each row's state and action, so the
+        same input gives the same output."""
+        if self.hooked:
+            seeds = row_seeds(self.canonical_of(envs), np.asarray(actions))
+            return self.step_hooked(envs, actions, seeds, None)[0]
         n = len(envs)
-        act_dtype = np.int32 if self.spec.action.type == "discrete" else np.float32
-        acts = np.ascontiguousarray(actions, dtype=act_dtype)
+        acts = self._actions(actions)
         rewards = np.zeros(n, np.float32)
         term = np.zeros(n, np.uint8)
         trunc = np.zeros(n, np.uint8)
@@ -233,14 +242,87 @@ class CDriver(Driver):
             term.ctypes.data,
             trunc.ctypes.data,
         )
-        obs = self.observe_structs(envs)
+        return self._transition(envs, rewards, term, trunc)
+
+    def _actions(self, actions: np.ndarray) -> np.ndarray:
+        act_dtype = np.int32 if self.spec.action.type == "discrete" else np.float32
+        return np.ascontiguousarray(actions, dtype=act_dtype)
+
+    def _transition(
+        self, envs: np.ndarray, rewards: np.ndarray, term: np.ndarray, trunc: np.ndarray
+    ) -> Transition:
         return Transition(
             self.canonical_of(envs),
-            obs,
+            self.observe_structs(envs),
             rewards.astype(np.float64),
             term.astype(bool),
             trunc.astype(bool),
         )
+
+    def step_draws(
+        self, state: State, actions: np.ndarray, seeds: np.ndarray, tape: DrawLog | None
+    ) -> tuple[Transition, DrawLog]:
+        """A reference draws from ``seeds`` through the draw hook and records every draw (a
+        tape is a port's business and ignored here); returns the transition and the log."""
+        if not self.hooked:
+            return super().step_draws(state, actions, seeds, tape)
+        return self.step_hooked(self.structs_of(state), actions, seeds, None)
+
+    def step_hooked(
+        self, envs: np.ndarray, actions: np.ndarray, seeds: np.ndarray, tape: DrawLog | None
+    ) -> tuple[Transition, DrawLog]:
+        n, size = len(envs), self.spec.rng.tape_size
+        acts = self._actions(actions)
+        rewards = np.zeros(n, np.float32)
+        term = np.zeros(n, np.uint8)
+        trunc = np.zeros(n, np.uint8)
+        seeds = np.ascontiguousarray(seeds, dtype=np.uint64)
+        values = None
+        if tape is not None:
+            values = np.zeros((n, size))
+            k = min(size, tape.size)
+            values[:, :k] = tape.value[:n, :k]
+        log = DrawLog.empty(n, size)
+        bad = np.zeros(n, np.int32)
+        self.lib.envforge_step_draws(
+            n,
+            envs.ctypes.data,
+            acts.ctypes.data,
+            rewards.ctypes.data,
+            term.ctypes.data,
+            trunc.ctypes.data,
+            seeds.ctypes.data,
+            None if values is None else values.ctypes.data,
+            size,
+            *(col.ctypes.data for col in (log.kind, log.a, log.b, log.value, log.site)),
+            log.count.ctypes.data,
+            bad.ctypes.data,
+        )
+        log.sites = c_draws.sites(self.lib)
+        self._check_draws(log, bad)
+        return self._transition(envs, rewards, term, trunc), log
+
+    def _check_draws(self, log: DrawLog, bad: np.ndarray) -> None:
+        """A draw the hook cannot make, or more draws than the tape holds, is refused."""
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            what = (
+                "a weighted choice (draw random() and search the cumulative weights)"
+                if bad[i] == 1
+                else "a draw of an unknown kind (kinds 1-5: random, uniform, integers, "
+                "choice, normal)"
+            )
+            raise ContractViolation(
+                self.side, "step", f"{self.describe()} asked the draw hook for {what}"
+            )
+        if self.spec.rng.step == "tape" and int(log.count.max(initial=0)) > log.size:
+            i = int(np.argmax(log.count))
+            raise ContractViolation(
+                self.side,
+                "step",
+                f"drew {int(log.count[i])} numbers in one step; the spec's [rng] tape_size "
+                f"is {log.size} (raise it)",
+            )
 
     def observe_structs(self, envs: np.ndarray) -> np.ndarray:
         obs = np.zeros((len(envs), *self.spec.observation.shape), np.float32)

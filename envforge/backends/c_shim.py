@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from envforge.backends.c_draws import batch_source, draws_spec, hook_source
 from envforge.backends.c_struct import StructMember
 from envforge.backends.digest import LANE_START, ROW_MULT, word_key
 from envforge.spec import EnvSpec
@@ -103,6 +104,19 @@ def shim_source(spec: EnvSpec, reference: Path, members: list[StructMember]) -> 
         dim = int(np.prod(spec.action.shape or (1,)))
         action_arg, action_expr = "const float* actions", f"actions + i * {dim}"
     obs_dim = int(np.prod(spec.observation.shape))
+    hooked = draws_spec(spec.rng.step)
+    if hooked:  # step takes the draw hook's argument (c_draws.py)
+        step = batch_source(s, p, action_arg, action_expr)
+    else:
+        step = f"""
+void envforge_step(int64_t n, {s}* envs, {action_arg}, float* rewards,
+                   uint8_t* terminated, uint8_t* truncated) {{
+    ENVFORGE_ENTER
+    for (int64_t i = 0; i < n; i++)
+        {p}_step(&envs[i], {action_expr}, &rewards[i], &terminated[i], &truncated[i]);
+    ENVFORGE_LEAVE
+}}
+"""
     offsets = "\n".join(
         f"size_t envforge_offsetof_{m}(void) {{ return offsetof({s}, {m}); }}"
         for m, _, _ in members
@@ -111,6 +125,7 @@ def shim_source(spec: EnvSpec, reference: Path, members: list[StructMember]) -> 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+{hook_source(p) if hooked else ""}
 #include "{reference}"
 
 /* Strict float: XLA on CPU runs with flush-to-zero and denormals-are-zero, so the strict
@@ -133,14 +148,7 @@ void envforge_reset(int64_t n, {s}* envs, const uint32_t* seeds) {{
     ENVFORGE_LEAVE
 }}
 
-void envforge_step(int64_t n, {s}* envs, {action_arg}, float* rewards,
-                   uint8_t* terminated, uint8_t* truncated) {{
-    ENVFORGE_ENTER
-    for (int64_t i = 0; i < n; i++)
-        {p}_step(&envs[i], {action_expr}, &rewards[i], &terminated[i], &truncated[i]);
-    ENVFORGE_LEAVE
-}}
-
+{step}
 void envforge_observe(int64_t n, const {s}* envs, float* obs) {{
     ENVFORGE_ENTER
     for (int64_t i = 0; i < n; i++) {p}_observe(&envs[i], obs + i * {obs_dim});
