@@ -9,6 +9,7 @@ verifications run in this process at a small scale.
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,8 @@ import pytest
 from conftest import ROOT, apply_patch
 
 from envforge.backends.c import CDriver
+from envforge.bench.c_loop import build_harness
+from envforge.bench.measure import BenchSettings
 from envforge.errors import ContractViolation
 from envforge.rng.draws import KIND_CODE
 from envforge.spec import load_spec
@@ -154,3 +157,16 @@ def test_an_opponent_that_never_turns_greedy_fails_naming_the_opponent(tmp_path:
     finding = level.findings[0]
     assert finding.check == "step.mismatch" and "opp" in finding.fields
     assert "random() on [0, 1)" in finding.message
+
+
+def test_the_bench_harness_rolls_the_dice_from_each_envs_own_generator() -> None:
+    """``envforge bench`` steps a C reference in a C loop: under the hook each env draws from
+    its own generator (nothing logged)."""
+    spec = load_spec(PIG_SPEC)
+    exe, _ = build_harness(spec, PIG_C, BenchSettings())
+    assert "envforge_draws_seed(&draws[i], (uint64_t)i)" in exe.with_suffix(".c").read_text()
+    proc = subprocess.run([str(exe), "16", "1", "0.01", "0"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    steps, wall, _ = proc.stdout.split()
+    assert int(steps) >= 16 and float(wall) > 0
+    assert float(proc.stderr.split()[-1]) != 0.0  # games ended (the sum of their rewards)

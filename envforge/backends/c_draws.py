@@ -202,6 +202,24 @@ def batch_source(struct: str, prefix: str, action_arg: str, action_expr: str) ->
     )
 
 
+def harness_parts(prefix: str, hooked: bool) -> dict[str, str]:
+    """The bench harness's pieces for the hook (``bench/c_loop.py``): the hook's text, each
+    env's generator (seeded by its index, nothing logged) and the step's extra argument."""
+    if not hooked:
+        return {"draw_hook": "", "draw_state": "", "draw_init": "", "draw_arg": ""}
+    init = (
+        "    draws = calloc((size_t)n, sizeof(envforge_draws));\n"
+        "    if (!draws) return 3;\n"
+        "    for (int64_t i = 0; i < n; i++) envforge_draws_seed(&draws[i], (uint64_t)i);"
+    )
+    return {
+        "draw_hook": hook_source(prefix),
+        "draw_state": "static envforge_draws* draws;",
+        "draw_init": init,
+        "draw_arg": ", &draws[i]",
+    }
+
+
 def bind(lib: ctypes.CDLL) -> None:
     """Argument types of the hook's entry points in a built library."""
     vp, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
