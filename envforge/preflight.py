@@ -20,15 +20,15 @@ from envforge.spec import EnvSpec
 def check_translate(spec: EnvSpec, target: str, transfer: bool = False) -> None:
     """Raise BadInput (one line) naming the first thing the verifier would lack."""
     from envforge.backends.recipe import reference_recipe
-    from envforge.prompts.render import target as prompt_target
+    from envforge.targets import get_target
 
-    prompt_target(target)  # an unknown target
+    preflight = get_target(target).load_code("preflight")  # an unknown target first
     reference_recipe(spec)  # a missing reference file, an unsupported language
     check_reference_tools(spec)
-    if target == "jax" or transfer:  # L4 trains with the JAX PPO whatever the target
+    if transfer:  # L4 trains with the JAX PPO whatever the target
         check_jax()
-    if target == "rust":
-        check_rust()
+    if preflight is not None:
+        preflight()
 
 
 def check_reference_tools(spec: EnvSpec) -> None:

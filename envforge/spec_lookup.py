@@ -9,6 +9,7 @@ from pathlib import Path
 
 from envforge.errors import BadInput, SpecError
 from envforge.spec import EnvSpec, load_spec, reference_kind, with_reference
+from envforge.targets import get_target
 
 
 def project_roots() -> list[Path]:
@@ -117,6 +118,7 @@ def _with_reference(spec: EnvSpec, ref: str, source: Path | None) -> EnvSpec:
 
 
 def default_port(spec: EnvSpec, target: str = "jax") -> Path:
+    get_target(target)  # an unknown target is refused by name
     rel = spec.port.get(target, f"generated/{spec.name}/{target}")
     for root in [*project_roots(), spec.root.parent.parent]:
         if (root / rel).exists():

@@ -9,14 +9,15 @@ from envforge.backends.base import Driver
 from envforge.backends.reference_check import check_reference
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
-
-STRICT_XLA_FLAGS = "--xla_cpu_max_isa=SSE4_2"
+from envforge.targets import get_target, target_of_port
+from envforge.targets.jax import STRICT_XLA_FLAGS as STRICT_XLA_FLAGS
 
 
 @dataclass(frozen=True)
 class Recipe:
     kind: str
-    """c | gymnasium | python | node | jax | rust"""
+    """A reference's kind (c | gymnasium | python | node) or, on the port side, a target's
+    name (``envforge/targets``)."""
     spec: EnvSpec
     target: str
     """Reference id or path of the implementation."""
@@ -38,13 +39,8 @@ def reference_recipe(spec: EnvSpec, strict_float: bool | None = None) -> Recipe:
 
 
 def port_kind(port: Path) -> str:
-    if port.is_dir() and (port / "Cargo.toml").exists():
-        return "rust"
-    if port.suffix == ".py" or (port.is_dir() and any(port.glob("*.py"))):
-        return "jax"
-    raise BadInput(
-        f"cannot tell the port's target from {port} (expected a JAX module or a Rust crate)"
-    )
+    """The name of the target whose port ``port`` is."""
+    return target_of_port(port).name
 
 
 def port_recipe(spec: EnvSpec, port: str | Path, strict_float: bool | None = None) -> Recipe:
@@ -52,38 +48,44 @@ def port_recipe(spec: EnvSpec, port: str | Path, strict_float: bool | None = Non
     if not path.exists():
         raise BadInput(f"port not found: {path}")
     strict = spec.compare.strict_float if strict_float is None else strict_float
-    kind = port_kind(path)
-    # strict float: no FMA, which also means CPU (GPUs fuse multiply-adds too)
-    env = (
-        {"XLA_FLAGS": STRICT_XLA_FLAGS, "JAX_PLATFORMS": "cpu"}
-        if (strict and kind == "jax")
-        else {}
-    )
+    target = target_of_port(path)
+    env = dict(target.strict_env) if strict else {}
     return Recipe(
-        kind=kind, spec=spec, target=str(path.resolve()), side="port", strict_float=strict, env=env
+        kind=target.name,
+        spec=spec,
+        target=str(path.resolve()),
+        side="port",
+        strict_float=strict,
+        env=env,
     )
 
 
 def compile_step(recipe: Recipe) -> Driver | None:
     """The part of building ``recipe``'s driver that the build limit covers, run first by a
-    driver server (``backends/isolated.serve_recipe``): a Rust port's cargo build, JAX's own
-    import (not the port's), or a whole reference (our own code; a C reference compiles in its
-    constructor), returned built. The rest, importing the port, falls under the call timeout."""
+    driver server (``backends/isolated.serve_recipe``): the port target's ``compile_step`` (a
+    Rust port's cargo build, JAX's own import, not the port's), or a whole reference (our own
+    code; a C reference compiles in its constructor), returned built. The rest, importing the
+    port, falls under the call timeout."""
     if recipe.side == "reference":
         return build_driver(recipe)
-    if recipe.kind == "rust":
-        from envforge.backends.rust_build import build_extension
-
-        build_extension(Path(recipe.target))  # cached: the driver finds it built
-    elif recipe.kind == "jax":
-        import jax.numpy  # noqa: F401 - the library, so the port's own import is what is timed
+    step = get_target(recipe.kind).load_code("compile_step")
+    if step is not None:
+        step(Path(recipe.target))  # cached: the driver finds it built
     return None
 
 
 def build_driver(recipe: Recipe) -> Driver:
     """Build the driver a recipe describes, in this process."""
     driver: Driver
-    if recipe.kind == "c":
+    if recipe.side == "port":
+        target = get_target(recipe.kind)
+        driver_class = target.load_code("driver")
+        path = Path(recipe.target)
+        if target.driver_strict:
+            driver = driver_class(recipe.spec, path, strict_float=recipe.strict_float)
+        else:
+            driver = driver_class(recipe.spec, path)
+    elif recipe.kind == "c":
         from envforge.backends.c import CDriver
 
         driver = CDriver(recipe.spec, Path(recipe.target), strict_float=recipe.strict_float)
@@ -99,14 +101,6 @@ def build_driver(recipe: Recipe) -> Driver:
         from envforge.backends.node import NodeDriver
 
         driver = NodeDriver(recipe.spec, Path(recipe.target))
-    elif recipe.kind == "jax":
-        from envforge.backends.jax import JaxDriver
-
-        driver = JaxDriver(recipe.spec, Path(recipe.target))
-    elif recipe.kind == "rust":
-        from envforge.backends.rust import RustDriver
-
-        driver = RustDriver(recipe.spec, Path(recipe.target), strict_float=recipe.strict_float)
     else:
         raise BadInput(f"unsupported implementation kind: {recipe.kind}")
     driver.side = recipe.side

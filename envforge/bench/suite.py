@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from envforge.backends.recipe import STRICT_XLA_FLAGS, port_kind
+from envforge.backends.recipe import STRICT_XLA_FLAGS
 from envforge.bench.bench_report import BenchReport
 from envforge.bench.measure import BenchSettings, Measurement
 from envforge.errors import BadInput, DriverFailure, EnvforgeError
@@ -26,6 +26,7 @@ from envforge.sandbox.base import Sandbox
 from envforge.sandbox.jobs import run_job as run_sandboxed_job
 from envforge.spec import EnvSpec
 from envforge.spec_lookup import project_roots
+from envforge.targets import find_port_folders, load_ref, target_of_port
 
 Progress = Callable[[str], None]
 PORT_JOB_TIMEOUT_S = 3600.0
@@ -110,15 +111,15 @@ def run_job(
 
 
 def find_ports(spec: EnvSpec, targets: list[str] | None) -> list[tuple[str, Path]]:
-    """(target, path) of each port of this env that exists on disk, in the order asked."""
-    found = []
-    for target in targets or ["jax", "rust"]:
-        rel = spec.port.get(target, f"generated/{spec.name}/{target}")
-        for root in [*project_roots(), spec.root.parent.parent]:
-            if (root / rel).exists():
-                found.append((target, root / rel))
-                break
-    return found
+    """(label, path) of each port of this env that exists on disk: every folder of
+    ``generated/<env>/`` a target recognises (``envforge/targets``; labelled by folder name,
+    ``brax`` for ``generated/halfcheetah/brax``) and the spec's ``[port]`` entries; only the
+    labels in ``targets``, in the order asked, when given."""
+    roots = [*project_roots(), spec.root.parent.parent]
+    found = dict(find_port_folders(spec.name, roots, spec.port))
+    if not targets:
+        return list(found.items())
+    return [(label, found[label]) for label in targets if label in found]
 
 
 def jax_env(settings: BenchSettings) -> dict[str, str]:
@@ -138,11 +139,11 @@ def run_bench(
 
     def port_job(name: str, args: tuple, env: dict[str, str] | None = None) -> dict[str, Any]:
         if sandbox is None:  # --sandbox none: a plain spawned process
-            return run_job(_job_rust if name == "_job_rust" else _job_jax, args, env)
+            return run_job(load_ref(name), args, env)
         try:
             result: dict[str, Any] = run_sandboxed_job(
                 sandbox,
-                f"envforge.bench.suite:{name}",
+                name,
                 args,
                 readable=(Path(args[1]),),
                 env=env,
@@ -176,18 +177,15 @@ def run_bench(
     report.measurements.extend(Measurement.from_dict(m) for m in ref["measurements"])
     for target, path in ports:
         label = f"{target} port" + (" (strict)" if settings.strict_float else "")
-        kind = port_kind(path)
-        if kind not in ("jax", "rust"):
-            report.skipped.append(f"{label} {path}: no benchmark for {kind} ports")
+        kind = target_of_port(path)
+        if kind.bench_job is None:
+            report.skipped.append(f"{label} {path}: no benchmark for {kind.title} ports")
             continue
         say(f"{label} {path}")
-        if kind == "rust":
-            result = port_job("_job_rust", (spec, str(path), settings, label))
-            report.measurements.extend(Measurement.from_dict(m) for m in result["measurements"])
-            continue
-        result = port_job("_job_jax", (spec, str(path), settings, label), jax_env(settings))
+        env = dict(kind.strict_env) if settings.strict_float else {}
+        result = port_job(kind.bench_job, (spec, str(path), settings, label), env)
         report.measurements.extend(Measurement.from_dict(m) for m in result["measurements"])
-        report.cost = report.cost or result["cost"]
+        report.cost = report.cost or result.get("cost")
     say("measuring memory bandwidth and peak FLOP/s again")
     report.machine = best_limits(machine, run_job(_job_machine))
     return report

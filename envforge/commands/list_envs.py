@@ -10,23 +10,24 @@ from rich.table import Table
 
 from envforge.made_by import port_made_by
 from envforge.spec_lookup import all_specs, project_roots
+from envforge.targets import find_port_folders, target_of_port
 
 
 def list_envs(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """List reference environments, their RNG/compare modes and available ports (with how each
-    was made: hand, agent or third-party, from its PROVENANCE.md)."""
+    """List reference environments, their RNG/compare modes and available ports: every folder
+    of generated/<env>/ that a target (envforge/targets) recognises, with its target and how it
+    was made (hand, agent or third-party, from its PROVENANCE.md)."""
     rows = []
     for toml, spec in all_specs():
         ports = []
         made_by: dict[str, str | None] = {}
-        for target in ("jax", "rust"):
-            rel = spec.port.get(target, f"generated/{spec.name}/{target}")
-            found = [root / rel for root in project_roots() if (root / rel).exists()]
-            if found:
-                ports.append(target)
-                made_by[target] = port_made_by(found[0])
+        targets: dict[str, str] = {}
+        for label, path in find_port_folders(spec.name, project_roots(), spec.port):
+            ports.append(label)
+            made_by[label] = port_made_by(path)
+            targets[label] = target_of_port(path).name
         rows.append(
             {
                 "name": spec.name,
@@ -35,6 +36,7 @@ def list_envs(
                 "compare": spec.compare.mode,
                 "ports": ports,
                 "made_by": made_by,
+                "targets": targets,
                 "spec": str(toml),
             }
         )
@@ -45,11 +47,18 @@ def list_envs(
     for col in ("name", "reference", "rng", "compare", "ports"):
         table.add_column(col)
     for r in rows:
-        made = r["made_by"]
-        assert isinstance(made, dict)
-        shown = ", ".join(f"{t} ({made.get(t) or 'undeclared'})" for t in r["ports"]) or "-"
+        made, kinds = r["made_by"], r["targets"]
+        assert isinstance(made, dict) and isinstance(kinds, dict)
+        shown = ", ".join(port_label(p, kinds[p], made.get(p)) for p in r["ports"]) or "-"
         table.add_row(str(r["name"]), str(r["reference"]), str(r["rng"]), str(r["compare"]), shown)
     Console().print(table)
+
+
+def port_label(label: str, target: str, made_by: str | None) -> str:
+    """``jax (hand)``; a port in a folder not named after its target says which it is:
+    ``brax (jax, third-party)``."""
+    kind = "" if label == target else f"{target}, "
+    return f"{label} ({kind}{made_by or 'undeclared'})"
 
 
 def register(app: typer.Typer) -> None:

@@ -10,6 +10,7 @@ from envforge.errors import BadInput
 from envforge.external.workspace import CONFIG_FILE, WorkspaceConfig, load_config
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
 from envforge.spec_lookup import default_port, spec_for_name, spec_for_reference
+from envforge.targets import default_target, target_help
 
 
 def mcp_command(
@@ -20,7 +21,9 @@ def mcp_command(
     ref: str = typer.Option(None, "--ref", help="... or its reference,"),
     spec: str = typer.Option(None, "--spec", help="its env.toml (default: beside the reference),"),
     port: Path = typer.Option(None, "--port", help="and the port to verify."),
-    target: str = typer.Option("jax", "--target", help="Which default port: jax or rust."),
+    target: str = typer.Option(
+        default_target(), "--target", help=target_help("Which default port")
+    ),
     levels: str = typer.Option("0-3", "--levels", help="Levels verify runs by default."),
     sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
 ) -> None:

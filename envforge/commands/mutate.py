@@ -11,13 +11,16 @@ from rich.console import Console
 
 from envforge import bounds
 from envforge.spec_lookup import spec_for_name
+from envforge.targets import default_target, target_help
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_levels, parse_seed_sweep
 
 
 def mutate_command(
     env: str = typer.Argument(..., help="Env name (references/<env>)."),
-    target: str = typer.Option("jax", "--target", help="Which port to mutate: jax or rust."),
+    target: str = typer.Option(
+        default_target(), "--target", help=target_help("Which port to mutate")
+    ),
     port: str = typer.Option(None, "--port", help="Port directory (default: the env's port)."),
     side: str = typer.Option(
         "port", "--side", help="Mutate the port (default) or the C/Python reference."

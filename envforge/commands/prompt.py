@@ -15,6 +15,7 @@ from envforge.errors import BadInput
 from envforge.external.workspace import TASK_FILES, VERIFY_SCRIPT, write_workspace
 from envforge.preflight import check_translate
 from envforge.spec_lookup import spec_for_name, spec_for_reference
+from envforge.targets import default_target, target_help
 from envforge.verify.runner import parse_levels
 
 
@@ -26,7 +27,7 @@ def prompt_command(
     spec: str = typer.Option(
         None, "--spec", help="env.toml to use (default: beside the reference)."
     ),
-    target: str = typer.Option("jax", "--target", help="Port language: jax or rust."),
+    target: str = typer.Option(default_target(), "--target", help=target_help()),
     out: Path = typer.Option(
         None,
         "--out",

@@ -13,10 +13,11 @@ from rich.console import Console
 from rich.table import Table
 
 from envforge import bounds
-from envforge.backends.recipe import open_driver, port_kind, port_recipe
+from envforge.backends.recipe import open_driver, port_recipe
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec, load_spec
 from envforge.spec_lookup import spec_for_name
+from envforge.targets import target_of_port
 from envforge.train.config import l4_config
 
 TRAIN_HELP = (
@@ -79,7 +80,7 @@ def train_command(
     port_path = Path(port)
     if not port_path.exists():
         raise BadInput(f"port not found: {port_path}")
-    if port_kind(port_path) != "jax":
+    if not target_of_port(port_path).python_module:
         raise BadInput(f"envforge train needs a JAX port; {port_path} is not one")
     env_spec = _spec_for_port(port_path, env, spec)
     cfg = l4_config(env_spec)

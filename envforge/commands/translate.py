@@ -24,6 +24,7 @@ from envforge.preflight import check_translate
 from envforge.repair.job import TranslateJob, TranslateOutcome, run_translate_job
 from envforge.repair.orchestrate import RepairConfig
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
+from envforge.targets import default_target, target_help
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_levels
 
@@ -42,7 +43,7 @@ def translate_command(
     ref: str = typer.Option(
         ..., "--ref", help="Reference: path/to/env.c, gymnasium:<id>, file.py:Class."
     ),
-    target: str = typer.Option("jax", "--target", help="Port language: jax or rust."),
+    target: str = typer.Option(default_target(), "--target", help=target_help()),
     model: str = typer.Option(
         "claude-sonnet-4-6",
         "--model",

@@ -19,6 +19,7 @@ from envforge.external.next_prompt import PACKAGE_ROOT, next_repair_prompt
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
 from envforge.spec import EnvSpec, load_spec
 from envforge.spec_lookup import default_port, spec_for_name
+from envforge.targets import default_target, target_help
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_levels, parse_seed_sweep, verify
 
@@ -34,7 +35,9 @@ def verify_command(
     spec: str = typer.Option(
         None, "--spec", help="env.toml to use (default: beside the reference)."
     ),
-    target: str = typer.Option("jax", "--target", help="Which default port to pick: jax or rust."),
+    target: str = typer.Option(
+        default_target(), "--target", help=target_help("Which default port to pick")
+    ),
     levels: str = typer.Option("0-3", "--levels", help="Levels to run, e.g. 0-3, 1,3 or 4."),
     all_levels: bool = typer.Option(
         False, "--all-levels", help="Run every level even after a failure."
@@ -185,7 +188,7 @@ def rerun_command(
     for flag, value in (("--ref", ref), ("--spec", spec), ("--port", port)):
         if value:
             parts += [flag, value]
-    if not port and target != "jax":
+    if not port and target != default_target():
         parts += ["--target", target]
     return " ".join(shlex.quote(p) for p in parts) + " --levels {levels}"
 

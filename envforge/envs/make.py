@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from envforge.backends.recipe import port_kind
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec, load_spec
 from envforge.spec_lookup import default_port, spec_for_name
+from envforge.targets import Target, get_target, target_names, target_of_port
 
-TARGETS = ("jax", "rust")
+TARGETS = target_names()
 APIS = ("gymnax", "vector", "gymnasium")
 
 
@@ -21,8 +21,7 @@ def resolve(env: str | Path, target: str | None, spec: str | Path | None) -> tup
     if path.exists() and (len(path.parts) > 1 or path.suffix == ".py"):
         env_spec = load_spec(spec) if spec else spec_for_name(path.resolve().parent.name)
         return env_spec, path
-    if target not in TARGETS:
-        raise BadInput(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
+    target = get_target(str(target), "target").name
     env_spec = load_spec(spec) if spec else spec_for_name(str(env))
     return env_spec, default_port(env_spec, target)
 
@@ -57,13 +56,13 @@ def make(
     trust, such as one envforge verified and you read.
     """
     env_spec, port = resolve(env, target, spec)
-    kind = port_kind(port)
-    api = api or ("vector" if num_envs is not None else "gymnax" if kind == "jax" else "gymnasium")
+    kind = target_of_port(port)
+    api = api or ("vector" if num_envs is not None else kind.default_api)
     if api not in APIS:
         raise BadInput(f"api must be one of {', '.join(APIS)}, got {api!r}")
     if api == "gymnax":
-        if kind != "jax":
-            raise BadInput(f"the gymnax API needs a JAX port; {port} is a {kind} port")
+        if not kind.python_module:
+            raise BadInput(f"the gymnax API needs a JAX port; {port} is a {kind.name} port")
         if num_envs is not None:
             raise BadInput("the gymnax API is one env: vmap it instead of passing num_envs")
         return make_gymnax(env_spec, port)
@@ -88,13 +87,23 @@ def make_gymnax(env_spec: EnvSpec, port: Path) -> Any:
 
 
 def make_batch(
-    env_spec: EnvSpec, port: Path, kind: str, num_envs: int, strict_float: bool | None
+    env_spec: EnvSpec, port: Path, kind: Target, num_envs: int, strict_float: bool | None
 ) -> Any:
+    """The port's batch, as its target's ``make_batch`` builds it."""
     strict = env_spec.compare.strict_float if strict_float is None else strict_float
-    if kind == "rust":
-        from envforge.envs.batches import RustBatch
+    build = kind.load_code("make_batch")
+    if build is None:
+        raise BadInput(f"envforge.make does not support {kind.title} ports yet ({port})")
+    return build(env_spec, port, num_envs, strict)
 
-        return RustBatch(env_spec, port, num_envs, strict)
+
+def rust_batch(env_spec: EnvSpec, port: Path, num_envs: int, strict: bool) -> Any:
+    from envforge.envs.batches import RustBatch
+
+    return RustBatch(env_spec, port, num_envs, strict)
+
+
+def jax_batch(env_spec: EnvSpec, port: Path, num_envs: int, strict: bool) -> Any:
     from envforge.envs.batches import JaxBatch
     from envforge.train.port_env import load_port
 

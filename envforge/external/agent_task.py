@@ -21,6 +21,7 @@ from envforge.prompts import render as prompts
 from envforge.prompts.sources import SourceFile
 from envforge.rng.draws import RUST_DRAWS
 from envforge.spec import EnvSpec
+from envforge.targets import get_target
 
 TASK_MAX = 20_000
 """Bytes of AGENTS.md no shipped env's workspace may reach."""
@@ -95,7 +96,7 @@ def write_kit(spec: EnvSpec, target: str, root: Path) -> list[ListedFile]:
         )
     if kit.exists():
         shutil.rmtree(kit)
-    if target != "rust" or spec.rng.step not in ("tape", "distribution"):
+    if not get_target(target).tape_kit or spec.rng.step not in ("tape", "distribution"):
         return []
     kit.mkdir()
     text = RUST_DRAWS.read_text()

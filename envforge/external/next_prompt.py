@@ -12,6 +12,7 @@ from pathlib import Path
 from envforge.port_files import PortFiles, list_port
 from envforge.prompts import render as prompts
 from envforge.spec import EnvSpec
+from envforge.targets import code_language
 from envforge.verify.findings import Finding
 from envforge.verify.verdict import EQUIVALENCE_LEVELS, Report, levels_phrase
 
@@ -55,7 +56,7 @@ def next_repair_prompt(
         files.read_text(listed) if listed else None,
         levels,
         roots,
-        "rust" if listed is not None and listed.suffix == ".rs" else "python",
+        code_language(listed),
         verify_name=verify_as,
     )
 

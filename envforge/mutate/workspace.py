@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envforge.backends.jax import find_port_module
-from envforge.backends.recipe import Recipe, port_kind, port_recipe, reference_recipe
+from envforge.backends.recipe import Recipe, port_recipe, reference_recipe
 from envforge.errors import BadInput
 from envforge.mutate.mutant import Mutant
 from envforge.rng.draws import is_rust_draws_copy
 from envforge.spec import EnvSpec, load_spec
 from envforge.spec_lookup import default_port
+from envforge.targets import target_of_port
 
 IGNORED = shutil.ignore_patterns("__pycache__", "target", "*.so", ".pytest_cache", "*.pyc")
 
@@ -44,13 +45,13 @@ def resolve_target(spec: EnvSpec, side: str, target: str, port: str | None) -> T
     port_path = port_path.resolve()
     if side == "port":
         root = port_path if port_path.is_dir() else port_path.parent
-        kind = port_kind(port_path)
-        if kind == "jax":
+        kind = target_of_port(port_path)
+        if kind.python_module:
             files: tuple[Path, ...] = (find_port_module(port_path, spec.name),)
         else:
             # the verbatim draw interface (src/draws.rs) is envforge's, not the port's code
-            rs = sorted((root / "src").rglob("*.rs"))
-            files = tuple(p for p in rs if not is_rust_draws_copy(p))
+            globbed = sorted({p for g in kind.source_globs for p in root.glob(g)})
+            files = tuple(p for p in globbed if not is_rust_draws_copy(p))
         return Target(spec, side, root, files, port_path)
     if side == "reference":
         path = spec.reference_path()

@@ -22,6 +22,7 @@ from envforge.prompts.sources import SourceFile, reference_sources
 from envforge.rng.draws import RUST_DRAWS
 from envforge.rust_crates import RUST_CRATES
 from envforge.spec import EnvSpec
+from envforge.targets import get_target, target_names
 from envforge.verify.findings import LEVEL_NAMES, Finding
 from envforge.verify.verdict import Report
 
@@ -46,16 +47,14 @@ class Target:
     language: str
 
 
-TARGETS = {
-    "jax": Target("JAX", "translate_jax.j2", "python"),
-    "rust": Target("Rust", "translate_rust.j2", "rust"),
-}
+TARGETS = target_names()
+"""Every target a prompt can be written for."""
 
 
 def target(name: str) -> Target:
-    if name not in TARGETS:
-        raise BadInput(f"unsupported target {name!r}; choose one of {', '.join(TARGETS)}")
-    return TARGETS[name]
+    """What the prompts need of a target (``envforge/targets``): its title, template, fence."""
+    registered = get_target(name)
+    return Target(registered.title, registered.prompt_template, registered.code_lang)
 
 
 def render(template: str, **context: Any) -> str:

@@ -22,6 +22,7 @@ from envforge.messages import Message, part_to_dict
 from envforge.port_files import PortFiles, copy_port, list_port
 from envforge.prompts.sources import SourceFile
 from envforge.spec import EnvSpec
+from envforge.targets import get_target
 from envforge.verify.verdict import Report
 
 PROVENANCE = "PROVENANCE.md"
@@ -36,9 +37,10 @@ class PortLayout:
 
 
 def port_layout(spec: EnvSpec, target: str) -> PortLayout:
-    if target == "rust":
-        return PortLayout("port", "port/src/lib.rs")
-    return PortLayout(f"port/{spec.name}.py", f"port/{spec.name}.py")
+    kind = get_target(target)
+    return PortLayout(
+        kind.workspace_port.format(env=spec.name), kind.workspace_main.format(env=spec.name)
+    )
 
 
 class RunWorkspace:

@@ -26,12 +26,12 @@ from typing import Any
 from envforge.backends.base import Driver
 from envforge.backends.isolated import BUILD_TIMEOUT_S, IsolatedDriver
 from envforge.backends.recipe import Recipe, open_driver
-from envforge.backends.rust_build import fetch_dependencies
 from envforge.errors import DriverCrashed, DriverTimeout
 from envforge.owned_names import owned_prefix
 from envforge.sandbox.base import Sandbox, SandboxError
 from envforge.sandbox.leftovers import remove_tree
 from envforge.sandbox.serve import AUTHKEY, LOG, RECIPE, SOCKET
+from envforge.targets import get_target
 from envforge.untrusted_files import read_tail
 
 CONNECT_TIMEOUT_S = 120.0
@@ -100,8 +100,11 @@ class SandboxedDriver(IsolatedDriver):
         self.recipe = recipe
         self.timeout_s = timeout_s
         self.sandbox = sandbox
-        if recipe.kind == "rust":  # on the host, with network; the build itself runs sandboxed
-            fetch_dependencies(Path(recipe.target))
+        prepare = (
+            get_target(recipe.kind).load_code("host_prepare") if recipe.side == "port" else None
+        )
+        if prepare is not None:  # on the host, with network; the build itself runs sandboxed
+            prepare(Path(recipe.target))
         self._scratch = Path(tempfile.mkdtemp(prefix=owned_prefix(recipe.side)))
         self._log_path = str(self._scratch / LOG)
         authkey = os.urandom(32)

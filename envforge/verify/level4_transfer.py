@@ -37,6 +37,7 @@ from envforge.stats import (
     compare_samples,
     tost,
 )
+from envforge.targets import get_target
 from envforge.train.child import train_port_isolated, training_result
 from envforge.train.config import L4Config, PPOConfig, l4_config
 from envforge.train.evaluate import EpisodeStats, evaluate_policy, random_action_fn, run_episodes
@@ -54,7 +55,8 @@ from envforge.verify.verdict import LevelResult
 def _jax_port_path(driver: Driver) -> Path | None:
     recipe = getattr(driver, "recipe", None)
     if recipe is not None:
-        return Path(recipe.target) if recipe.kind == "jax" else None
+        python_module = recipe.side == "port" and get_target(recipe.kind).python_module
+        return Path(recipe.target) if python_module else None
     module_path = getattr(driver, "module_path", None)
     return Path(module_path) if module_path is not None else None
 
