@@ -249,7 +249,7 @@ BAD_INPUTS: list[tuple[str, str, str]] = [
     ("env_and_other_ref", f"verify cartpole --ref {PONG_C}", "env 'cartpole'"),
     ("missing_port", "verify pong --port {dir}/no_port", "port not found"),
     ("port_of_no_kind", "verify pong --port {dir}/empty_dir", "cannot tell the port's target"),
-    ("unknown_target", "verify pong --target cobol", "no cobol port"),
+    ("unknown_target", "verify pong --target cobol", "unsupported target 'cobol'"),
     ("bad_sandbox", "verify pong --sandbox chroot", "--sandbox"),
     # -- verify: numbers (one rule each, envforge/bounds.py)
     ("seed_negative", "verify pong --seed -5", "--seed: expected an integer in [0, 2^32)"),

@@ -159,16 +159,16 @@ PORT_RUNNERS = {
     "_job_jax": "a bench job that imports a JAX port (handed to a runner)",
     "_job_rust": "a bench job that builds a Rust port (handed to a runner)",
     "_job_profile": "a profile job that imports a JAX port (handed to a runner)",
+    "load_code": "imports a target's code (driver, build step, bench job: envforge/targets)",
+    "load_ref": "imports the code a target names (envforge/targets)",
 }
 """Calls that import, build or run an implementation's code where they are made."""
 
 ALLOWED = {
     # the server side: code that runs inside a sandbox (or in the plain child of --sandbox none)
     ("backends/recipe.py", "build_driver"): "the one place that builds drivers",
-    ("backends/recipe.py", "build_extension"): "compile_step, in the driver's server",
+    ("backends/recipe.py", "load_code"): "build_driver and compile_step, in the driver's server",
     ("backends/recipe.py", "IsolatedDriver"): "open_driver: --sandbox none and references",
-    ("backends/recipe.py", "JaxDriver"): "build_driver",
-    ("backends/recipe.py", "RustDriver"): "build_driver",
     ("backends/isolated.py", "build_driver"): "serve_recipe: the driver server's body",
     ("backends/isolated.py", "compile_step"): "serve_recipe: the driver server's body",
     ("backends/jax.py", "load_module"): "JaxDriver, built only by build_driver",
@@ -192,8 +192,7 @@ ALLOWED = {
     ("bench/profile.py", "load_port"): "_job_profile: run as a sandboxed job (sandbox/jobs.py)",
     # --sandbox none: the user chose a plain child process (only under `if sandbox is None`)
     ("verify/level4_transfer.py", "train_port_isolated"): "--sandbox none: L4's trainer",
-    ("bench/suite.py", "_job_jax"): "--sandbox none: a bench job in a spawned process",
-    ("bench/suite.py", "_job_rust"): "--sandbox none: a bench job in a spawned process",
+    ("bench/suite.py", "load_ref"): "--sandbox none: a bench job in a spawned process",
     ("bench/profile.py", "_job_profile"): "--sandbox none: a profile job, spawned",
     # the reference side: our own code, or the user's reference (init, a spec's hooks)
     ("verify/runner.py", "open_driver"): "the reference",
@@ -207,6 +206,11 @@ ALLOWED = {
     ("mutate/sweep_plan.py", "open_driver"): "the reference's sweep digests",
     # the deliberate exception: a user's own port, in the user's own process
     ("envs/make.py", "load_port"): "envforge.make (documented exception)",
+    ("envs/make.py", "load_code"): "envforge.make (documented exception)",
+    # the host side of a target, which runs no port code: its tool check, its dependency fetch
+    ("targets/registry.py", "load_ref"): "Target.load_code, whose every call is listed here",
+    ("preflight.py", "load_code"): "a target's preflight: tools on the host, no port code",
+    ("sandbox/driver.py", "load_code"): "a target's host_prepare (cargo fetch: no build script)",
     ("envs/batches.py", "RustDriver"): "envforge.make of a Rust port (documented exception)",
     ("commands/train.py", "load_port"): "envforge train (documented exception)",
     ("commands/train.py", "open_driver"): "envforge train (documented exception)",
