@@ -229,3 +229,60 @@ def test_generated_ports_import_only_the_port_kit(tmp_path: Path) -> None:
         "pong/jax/pong.py:3: envforge.rng.jax_draws",
         "pong/jax/pong.py:4: envforge.xla_cpu",
     ]
+
+
+TARGET_TESTS_ALLOWED = {
+    # source languages of files (mutation operators), not port targets
+    "envforge/mutate/generate.py": "language == 'rust'|language == 'c'",
+    # a reference's kind: "c" names a C reference as well as the C target
+    "envforge/backends/recipe.py": "kind in ('c', 'node')|recipe.kind == 'c'",
+    "envforge/backends/reference_check.py": "kind == 'c'",
+    "envforge/bench/suite.py": "spec.reference_kind == 'c'",
+    "envforge/preflight.py": "kind == 'c'",
+    "envforge/prompts/sources.py": "kind == 'c'",
+    "envforge/spec.py": "kind == 'c'",
+    "envforge/verify/context.py": "reference_kind == 'c'",
+    # owned by another work item this session; to read the registry (envforge/targets) next
+    "envforge/bench/candidate.py": "wanted not in ('jax', 'rust')|kind == 'jax'",
+    "envforge/repair/optimize.py": "config.target != 'jax'",
+    "envforge/commands/profile.py": "target not in ('jax', 'rust')|target == 'rust'",
+}
+"""``module: comparison|comparison`` tests of a target's name that may stay outside the registry."""
+
+
+def target_name_tests(root: Path, names: set[str]) -> list[str]:
+    """``module: comparison`` for every comparison with a target's name (``kind == "rust"``,
+    ``target in ("jax", "rust")``) outside ``envforge/targets/``, the one place that says
+    what a target is (adding a target must not mean finding such tests)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        if rel.startswith(f"{root.name}/targets/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            values = []
+            for side in (node.left, *node.comparators):
+                parts = side.elts if isinstance(side, ast.Tuple | ast.List | ast.Set) else [side]
+                values += [p.value for p in parts if isinstance(p, ast.Constant)]
+            if any(isinstance(v, str) and v in names for v in values):
+                found.append(f"{rel}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_target_name_tests_outside_the_registry(tmp_path: Path) -> None:
+    from envforge.targets import target_names
+
+    allowed = {f"{m}: {c}" for m, cs in TARGET_TESTS_ALLOWED.items() for c in cs.split("|")}
+    found = target_name_tests(PACKAGE, set(target_names()))
+    assert [f for f in found if f not in allowed] == []
+    # the check itself sees each form, and not the registry's own
+    pkg = tmp_path / "envforge"
+    (pkg / "targets").mkdir(parents=True)
+    (pkg / "targets" / "jax.py").write_text("ok = name == 'jax'\n")
+    (pkg / "a.py").write_text("x = kind == 'rust'\ny = t in ('jax', 'other')\nz = k == 'node'\n")
+    assert target_name_tests(pkg, {"jax", "rust"}) == [
+        "envforge/a.py: kind == 'rust'",
+        "envforge/a.py: t in ('jax', 'other')",
+    ]
