@@ -9,7 +9,7 @@ from pathlib import Path
 
 from envforge.backends.base import Driver
 from envforge.backends.coverage import LineCoverage
-from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
+from envforge.backends.recipe import Recipe, open_driver, port_recipe, reference_recipe
 from envforge.backends.reference_check import first_line
 from envforge.errors import BadInput, BrokenReference, DriverFailure
 from envforge.port_files import list_port
@@ -142,11 +142,13 @@ def read_coverage(
 class DriverPair:
     """Opens both drivers lazily and reopens one whose process died (so later levels can run)."""
 
-    def __init__(self, spec: EnvSpec, port: Path, options: VerifyOptions) -> None:
+    def __init__(
+        self, spec: EnvSpec, port: Path, options: VerifyOptions, other: Recipe | None = None
+    ) -> None:
         self.spec = spec
         self.options = options
         self.ref_recipe = reference_recipe(spec, options.strict_float)
-        self.port_recipe = port_recipe(spec, port, options.strict_float)
+        self.port_recipe = other or port_recipe(spec, port, options.strict_float)
         self.ref: Driver | None = None
         self.port: Driver | None = None
         self.sandbox = open_sandbox(options.sandbox)
@@ -177,6 +179,8 @@ class DriverPair:
             return [p.resolve() for p in self.ref.source_files()] if self.ref else []
         if self.port is None:
             return []
+        if self.port_recipe.side == "reference":  # another version of a reference: its file
+            return [Path(self.port_recipe.target.rsplit(":", 1)[0]).resolve()]
         return list_port(Path(self.port_recipe.target)).match(self.port.source_files())
 
     def drop(self, side: str) -> None:
@@ -205,14 +209,17 @@ def verify(
     levels: list[int] | None = None,
     options: VerifyOptions | None = None,
     progress: ProgressFn | None = None,
+    other: Recipe | None = None,
 ) -> Report:
-    """Verify ``port`` against the spec's reference at the given levels (default L0–L3)."""
+    """Verify ``port`` against the spec's reference at the given levels (default L0–L3).
+    ``other`` puts another implementation on the port side, opened in the same sandbox: one
+    version of a reference drafted from a rules text (``rules/versions.py``)."""
     options = options or VerifyOptions()
     levels = levels or [0, 1, 2, 3]
     port = Path(port)
     report = Report(env=spec.name, reference=spec.reference, port=str(port), requested=levels)
     try:
-        pair = DriverPair(spec, port, options)
+        pair = DriverPair(spec, port, options, other)
     except BrokenReference as exc:  # found before anything was built
         report.levels.append(reference_failed(levels[0], "build", exc.problem))
         return report
