@@ -13,37 +13,28 @@ What XLA:CPU needs to run it fast is in ``envforge/speed_layer.py``, called on t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from envforge.kit import speed_layer
 
+f32 = np.float32
 
-@dataclass(frozen=True)
-class EnvParams:
-    gravity: float = 9.8
-    masscart: float = 1.0
-    masspole: float = 0.1
-    length: float = 0.5  # half the pole's length, as in the reference
-    force_mag: float = 10.0
-    tau: float = 0.02  # seconds between state updates
-    theta_threshold_radians: float = 12 * 2 * math.pi / 360
-    x_threshold: float = 2.4
-    max_episode_steps: int = 500
-
-    @property
-    def total_mass(self) -> float:
-        return self.masspole + self.masscart
-
-    @property
-    def polemass_length(self) -> float:
-        return self.masspole * self.length
-
-
-PARAMS = EnvParams()
+# the reference's constants, by its names (CartPoleEnv.__init__), in the port's float32
+GRAVITY = f32(9.8)
+MASSCART = f32(1.0)
+MASSPOLE = f32(0.1)
+TOTAL_MASS = MASSPOLE + MASSCART
+LENGTH = f32(0.5)  # half the pole's length, as in the reference
+POLEMASS_LENGTH = MASSPOLE * LENGTH
+FORCE_MAG = f32(10.0)
+TAU = f32(0.02)  # seconds between state updates
+THETA_THRESHOLD_RADIANS = f32(12 * 2 * math.pi / 360)
+X_THRESHOLD = f32(2.4)
+MAX_EPISODE_STEPS = 500  # the TimeLimit wrapper's max_episode_steps
 
 
 class EnvState(NamedTuple):
@@ -58,30 +49,30 @@ class EnvState(NamedTuple):
 
 
 def step(
-    state: EnvState, action: jax.Array, params: EnvParams = PARAMS
+    state: EnvState, action: jax.Array
 ) -> tuple[EnvState, jax.Array, jax.Array, jax.Array, jax.Array]:
-    force = jnp.where(action == 1, params.force_mag, -params.force_mag)
+    force = jnp.where(action == 1, FORCE_MAG, -FORCE_MAG)
     sintheta, costheta = speed_layer.sincos(state.theta)  # speed layer: jnp.sin/cos when off
-    temp = (force + params.polemass_length * state.theta_dot**2 * sintheta) / params.total_mass
-    thetaacc = (params.gravity * sintheta - costheta * temp) / (
-        params.length * (4.0 / 3.0 - params.masspole * costheta**2 / params.total_mass)
+    temp = (force + POLEMASS_LENGTH * state.theta_dot**2 * sintheta) / TOTAL_MASS
+    thetaacc = (GRAVITY * sintheta - costheta * temp) / (
+        LENGTH * (4.0 / 3.0 - MASSPOLE * costheta**2 / TOTAL_MASS)
     )
-    xacc = temp - params.polemass_length * thetaacc * costheta / params.total_mass
+    xacc = temp - POLEMASS_LENGTH * thetaacc * costheta / TOTAL_MASS
 
-    x = state.x + params.tau * state.x_dot
-    x_dot = state.x_dot + params.tau * xacc
-    theta = state.theta + params.tau * state.theta_dot
-    theta_dot = state.theta_dot + params.tau * thetaacc
+    x = state.x + TAU * state.x_dot
+    x_dot = state.x_dot + TAU * xacc
+    theta = state.theta + TAU * state.theta_dot
+    theta_dot = state.theta_dot + TAU * thetaacc
     time = state.time + 1
     new_state = EnvState(x, x_dot, theta, theta_dot, time)
 
     terminated = (
-        (x < -params.x_threshold)
-        | (x > params.x_threshold)
-        | (theta < -params.theta_threshold_radians)
-        | (theta > params.theta_threshold_radians)
+        (x < -X_THRESHOLD)
+        | (x > X_THRESHOLD)
+        | (theta < -THETA_THRESHOLD_RADIANS)
+        | (theta > THETA_THRESHOLD_RADIANS)
     )
-    truncated = time >= params.max_episode_steps
+    truncated = time >= MAX_EPISODE_STEPS
     # speed layer: an auto-reset loop would redo these in each state field's fusion
     terminated, truncated = speed_layer.settle_flags(terminated, truncated)
     reward = jnp.float32(1.0)
@@ -95,7 +86,7 @@ def observe(state: EnvState) -> jax.Array:
 # ---- reset: four uniforms from a hash of the seed --------------------------------------------
 
 
-def reset(seed: jax.Array, params: EnvParams = PARAMS) -> EnvState:
+def reset(seed: jax.Array) -> EnvState:
     seed = jnp.asarray(seed).astype(jnp.uint32)
     x, x_dot, theta, theta_dot = (uniform_from_seed(seed, lane, -0.05, 0.05) for lane in range(4))
     return EnvState(x, x_dot, theta, theta_dot, jnp.int32(0))
