@@ -6,10 +6,10 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from envforge.errors import BadInput
-from envforge.targets import jax, rust
+from envforge.targets import c, jax, rust
 from envforge.targets.registry import Target, load_ref
 
-BUILTIN: tuple[Target, ...] = (jax.TARGET, rust.TARGET)
+BUILTIN: tuple[Target, ...] = (jax.TARGET, rust.TARGET, c.TARGET)
 """Every target, in the order commands list them (the first is the default)."""
 
 __all__ = [
