@@ -161,6 +161,8 @@ PORT_RUNNERS = {
     "_job_profile": "a profile job that imports a JAX port (handed to a runner)",
     "load_code": "imports a target's code (driver, build step, bench job: envforge/targets)",
     "load_ref": "imports the code a target names (envforge/targets)",
+    "CPortDriver": "compiles and loads a C port",
+    "measure_c_loop": "compiles and runs a C implementation in a timed loop",
 }
 """Calls that import, build or run an implementation's code where they are made."""
 
@@ -207,6 +209,9 @@ ALLOWED = {
     # the deliberate exception: a user's own port, in the user's own process
     ("envs/make.py", "load_port"): "envforge.make (documented exception)",
     ("envs/make.py", "load_code"): "envforge.make (documented exception)",
+    ("backends/c_port_batch.py", "CPortDriver"): "envforge.make of a C port (documented exception)",
+    ("bench/c_port_loop.py", "measure_c_loop"): "job_c_port, a bench job (sandboxed by suite.py)",
+    ("bench/suite.py", "measure_c_loop"): "the reference's C loop",
     # the host side of a target, which runs no port code: its tool check, its dependency fetch
     ("targets/registry.py", "load_ref"): "Target.load_code, whose every call is listed here",
     ("preflight.py", "load_code"): "a target's preflight: tools on the host, no port code",
