@@ -90,19 +90,21 @@ def localized_text(data: dict[str, Any]) -> str:
             f"{pct(loc['field'])}, crash site in the mutated handler {pct(loc['site'])}, "
             f"line-localized {pct(loc['line'])}."
         )
+    draw = f", the draw it changed {pct(loc['draw'])}" if "draw" in loc else ""
     return (
         f"**localized {pct(loc['localized'])}** of kills (target 80%: {met}): "
         f"field-localized {pct(loc['field'])}, crash site in the mutated handler "
-        f"{pct(loc['site'])}; line-localized {pct(loc['line'])}."
+        f"{pct(loc['site'])}{draw}; line-localized {pct(loc['line'])}."
     )
 
 
 def is_localized(m: dict[str, Any]) -> bool:
     """The headline judgement of one kill (``report.localized``): by handler when the mutated
-    line lies in one, else by field or crash site (older JSONs: field or crash site)."""
+    line lies in one, else by field, crash site or the draw an ``rng.tape`` finding names
+    (older JSONs: field or crash site)."""
     if m.get("mutated_handlers"):
         return bool(m.get("handler_localized"))
-    return bool(m["field_localized"] or m.get("site_localized"))
+    return bool(m["field_localized"] or m.get("site_localized") or m.get("draw_localized"))
 
 
 def handler_lines(killed: list[dict[str, Any]]) -> list[str]:

@@ -378,6 +378,7 @@ def test_a_crash_in_the_mutated_handler_is_a_localized_kill() -> None:
         "localized": 0.5,
         "field": 0.0,
         "site": 0.5,
+        "draw": 0.0,
         "line": 0.0,
         "handler": None,
     }
@@ -491,3 +492,32 @@ def test_a_mutant_rerun_alone_replaces_its_campaign_outcome_and_the_rates() -> N
     stray.outcomes = [Outcome("sign:9:1", "sign", "m.py", 9, "", "killed")]
     with pytest.raises(ValueError, match="sign:9:1"):
         put_back(campaign, stray, "x", "y", 1.0)
+
+
+def test_an_rng_tape_kill_is_localized_to_the_draw_it_names() -> None:
+    """The unmutated port accounts for every draw, so the first draw an ``rng.tape`` finding
+    names (both sides' asks, the port's line) is one the mutant changed."""
+    from envforge.mutate.execute import MutantJob, MutantRun
+    from envforge.mutate.mutation_report import MutationReport, judge
+    from envforge.mutate.workspace import Target
+    from envforge.verify.context import VerifyOptions
+
+    target = Target(spec_for_name("pong"), "port", Path("."), (), Path("."))
+    line = PY.splitlines().index("    tick = state.tick + 1") + 1
+
+    def killed_by(check: str, extra: dict[str, object]) -> MutantRun:
+        m = Mutant(f"off_by_one:{line}:1", "off_by_one", "m.py", line, "`1` -> `2`", PY)
+        report = {"verdict": "not equivalent", "levels": [{"level": 1, "status": "fail"}]}
+        finding = {"check": check, "fields": [], "port_lines": [], "extra": extra}
+        job = MutantJob(target, m, Path("."), (1,), VerifyOptions())
+        diff = {"effort": "light", "differing": {"tick": 3}}
+        return MutantRun(job, report=report, first_finding=finding, differential=diff)
+
+    asked = {"index": 0, "reference": "integers[1, 7)", "port": "integers[1, 6)"}
+    by_draw = judge(killed_by("rng.tape", {"draw": asked}), PY, ["tick"])
+    assert (by_draw.field_localized, by_draw.draw_localized) == (False, True)
+    by_nothing = judge(killed_by("step.mismatch", {}), PY, ["tick"])
+    assert not by_nothing.draw_localized and not by_nothing.field_localized
+    report = MutationReport("pong", "port", ["m.py"], [1], {}, 2, 0)
+    report.outcomes = [by_draw, by_nothing]
+    assert report.localization()["draw"] == report.localization()["localized"] == 0.5

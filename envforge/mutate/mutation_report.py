@@ -15,6 +15,7 @@ from envforge.mutate.handlers import HandlerMap, truncated
 from envforge.mutate.triage import (
     affected_keys,
     differential_equivalence,
+    draw_localized,
     field_localized,
     line_localized,
     site_localized,
@@ -46,6 +47,8 @@ class Outcome:
     line_localized: bool | None = None
     site_localized: bool | None = None
     """A crash finding (no field) raised in the mutated handler (``triage.site_localized``)."""
+    draw_localized: bool | None = None
+    """An ``rng.tape`` finding naming the draw the mutant changed (``triage.draw_localized``)."""
     handler: str | None = None
     """The handler the finding's crash site lies in, when it names one."""
     mutated_handlers: list[str] | None = None
@@ -122,6 +125,7 @@ def judge(
     out.field_localized = field_localized(finding, affected)
     out.line_localized = line_localized(finding, m, job.target.side)
     out.site_localized = site_localized(finding, m, job.target.side, original)
+    out.draw_localized = draw_localized(finding)
     out.handler = extra.get("handler")
     out.finding_message = truncated(str((finding or {}).get("message") or ""))
     out.finding_explain = truncated(str(extra.get("explain") or ""))
@@ -135,10 +139,10 @@ def judge(
 
 def localized(o: Outcome) -> bool:
     """The headline judgement of a kill: by handler when its mutated line lies in one of the
-    env's handlers, else by field or crash site."""
+    env's handlers, else by field, crash site or draw."""
     if o.mutated_handlers:
         return bool(o.handler_localized)
-    return bool(o.field_localized or o.site_localized)
+    return bool(o.field_localized or o.site_localized or o.draw_localized)
 
 
 @dataclass
@@ -196,12 +200,12 @@ class MutationReport:
 
     def localization(self) -> dict[str, float | None]:
         """Shares of kills: ``localized`` (the headline: ``localized()``), ``field``, ``site``,
-        ``line``, and ``handler``: of the kills of mutants in a handler, those whose finding
+        ``draw``, ``line``, and ``handler``: of the kills of mutants in a handler, those whose finding
         named it (None when no kill was in one)."""
         kills = self.killed
         in_handler = [o for o in kills if o.mutated_handlers]
         out: dict[str, float | None] = {"localized": None, "field": None, "site": None}
-        out |= {"line": None, "handler": None}
+        out |= {"draw": None, "line": None, "handler": None}
         if in_handler:
             out["handler"] = sum(bool(o.handler_localized) for o in in_handler) / len(in_handler)
         if not kills:
@@ -210,6 +214,7 @@ class MutationReport:
             ("localized", localized),
             ("field", lambda o: bool(o.field_localized)),
             ("site", lambda o: bool(o.site_localized)),
+            ("draw", lambda o: bool(o.draw_localized)),
             ("line", lambda o: bool(o.line_localized)),
         ):
             out[key] = sum(judged(o) for o in kills) / len(kills)

@@ -12,7 +12,10 @@ step (a state field when it changes any, else obs/reward/flags), and line-locali
 finding's source lines for the mutated side include the mutated line. A kill by a crash (a
 Rust panic, an exception: no field to name) is site-localized when the line it was raised at
 lies in the handler the mutant changed (the same function, and in Rust the same ``match``
-arm); a kill is localized when either holds.
+arm). A kill by an ``rng.tape`` finding is draw-localized: the finding names the first draw
+the port asked differently from the reference (its index, both sides' asks, the port's line),
+and the unmutated port accounts for every draw, so that draw is one the mutant changed. A kill
+is localized when any of the three holds.
 """
 
 from __future__ import annotations
@@ -174,6 +177,13 @@ def field_localized(finding: dict[str, Any] | None, affected: set[str]) -> bool:
     if not finding or not affected:
         return False
     return bool(set(finding.get("fields") or []) & affected)
+
+
+def draw_localized(finding: dict[str, Any] | None) -> bool:
+    """An ``rng.tape`` finding that names the draw the port asked differently (see above)."""
+    if not finding or finding.get("check") != "rng.tape":
+        return False
+    return bool((finding.get("extra") or {}).get("draw"))
 
 
 def line_localized(finding: dict[str, Any] | None, mutant: Mutant, side: str) -> bool:
