@@ -19,7 +19,7 @@ from conftest import ROOT, apply_patch
 from envforge.backends.c import CDriver
 from envforge.bench.c_loop import build_harness
 from envforge.bench.measure import BenchSettings
-from envforge.errors import ContractViolation
+from envforge.errors import BadInput, ContractViolation
 from envforge.rng.draws import KIND_CODE
 from envforge.spec import load_spec
 from envforge.verify.context import VerifyOptions
@@ -170,3 +170,13 @@ def test_the_bench_harness_rolls_the_dice_from_each_envs_own_generator() -> None
     steps, wall, _ = proc.stdout.split()
     assert int(steps) >= 16 and float(wall) > 0
     assert float(proc.stderr.split()[-1]) != 0.0  # games ended (the sum of their rewards)
+
+
+def test_a_c_reference_that_draws_under_a_spec_without_step_draws_is_one_error_line(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "pig.c").write_text(PIG_C.read_text())
+    (tmp_path / "env.toml").write_text(PIG_SPEC.read_text().replace('step = "tape"', ""))
+    spec = load_spec(tmp_path / "env.toml")
+    with pytest.raises(BadInput, match='pig_draw but its spec has \\[rng\\] step = "none"'):
+        CDriver(spec, tmp_path / "pig.c")

@@ -51,6 +51,12 @@ def compile_reference(spec: EnvSpec, reference: Path, strict_float: bool) -> tup
     assert spec.c is not None
     source = reference.read_text()
     members = parse_struct(source, spec.c.struct)
+    if not c_draws.draws_spec(spec.rng.step) and c_draws.calls_hook(source, spec.c.prefix):
+        raise BadInput(
+            f"{reference.name} draws through {spec.c.prefix}_draw but its spec has [rng] step = "
+            f'"none"; declare step = "tape" (its draws replayed to the port) or "distribution" '
+            "(docs/SPEC.md, randomness inside step)"
+        )
     compiler = c_compiler()
     if compiler is None:
         raise BadInput("no C compiler found (set CC)")

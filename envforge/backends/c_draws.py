@@ -24,7 +24,10 @@ Without a log (the bench harness) a draw is a few integer operations.
 from __future__ import annotations
 
 import ctypes
+import re
 from typing import Any
+
+from envforge.backends.c_struct import strip_comments
 
 HOOK = r"""
 /* ---- envforge's draw hook (envforge/backends/c_draws.py; docs/SPEC.md) ---- */
@@ -188,6 +191,11 @@ void envforge_step_draws(int64_t n, {struct}* envs, {action_arg}, float* rewards
 def draws_spec(step: str) -> bool:
     """Whether a spec's C code takes the draw hook (``[rng] step`` other than ``"none"``)."""
     return step != "none"
+
+
+def calls_hook(source: str, prefix: str) -> bool:
+    """Whether C source (comments aside) names the hook ``<prefix>_draw``."""
+    return re.search(rf"\b{re.escape(prefix)}_draw\s*\(", strip_comments(source)) is not None
 
 
 def hook_source(prefix: str) -> str:

@@ -40,14 +40,14 @@ C_TYPES = {
 }
 
 
-def _strip_comments(source: str) -> str:
+def strip_comments(source: str) -> str:
     source = re.sub(r"/\*.*?\*/", " ", source, flags=re.S)
     return re.sub(r"//[^\n]*", " ", source)
 
 
 def parse_struct(source: str, name: str) -> list[StructMember]:
     """Members ``(name, numpy type code, shape)`` of ``typedef struct {...} name;`` or ``struct name {...}``."""
-    text = _strip_comments(source)
+    text = strip_comments(source)
     match = re.search(
         r"typedef\s+struct\s*\w*\s*\{(?P<body>[^{}]*)\}\s*" + re.escape(name) + r"\s*;", text
     )
