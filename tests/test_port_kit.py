@@ -79,3 +79,16 @@ def test_what_a_driver_requires_is_what_the_protocol_declares() -> None:
     assert contract.missing(Batch, contract.RustEnvBatch) == []
     del Batch.get_state
     assert contract.missing(Batch, contract.RustEnvBatch) == ["get_state"]
+
+
+def test_the_translation_prompts_quote_the_protocols() -> None:
+    from envforge.prompts import render as prompts
+
+    jax_text = prompts.translation_prompt(spec_for_name("taxi"), "jax", "port/taxi.py").context
+    for line in [*contract.signatures(contract.JaxPortWithDraws)]:
+        assert f"    {line}\n" in jax_text, line
+    assert "from envforge.kit import Draws" in jax_text
+    rust_text = prompts.translation_prompt(spec_for_name("pong"), "rust", "port").context
+    for line in contract.signatures(contract.RustEnvBatch, annotated=False):
+        assert f"    {line}\n" in rust_text, line
+    assert "reset_where(done, seeds) -> None  # optional" in rust_text

@@ -165,7 +165,8 @@ def test_rust_prompt_says_module_name_build_files_contract_and_error_types(pong:
     assert "`src/pong.rs` (`mod pong;` in lib.rs)" in context
     assert "no `pyproject.toml` is needed" in context
     assert (
-        "reset(seeds: uint32[n]) -> None" in context and "Nothing returns observations" in context
+        "reset(seeds) -> None  # seeds uint32[n]" in context
+        and "Nothing returns observations" in context
     )
     assert "EnvBatch(0, strict_float=...)" in context and "Default (all-zero) envs" in context
     # a wrong dtype is PyO3's TypeError, as the example's typed arguments raise it
@@ -218,8 +219,8 @@ def test_jax_prompt_tells_a_tape_port_how_to_take_its_draws() -> None:
 
     frozenlake = spec_for_name("frozenlake")
     text = prompts.translation_prompt(frozenlake, "jax", "port/frozenlake.py").context
-    assert "step_with_draws(state, action, draws)" in text
-    assert "from envforge.rng.jax_draws import Draws" in text
+    assert "step_with_draws(state: EnvState, action: jax.Array, draws: Draws)" in text
+    assert "from envforge.kit import Draws" in text
     assert "rng.tape" in text and "when=condition" in text
     pong_text = prompts.translation_prompt(spec_for_name("pong"), "jax", "p.py").context
     assert "step_with_draws" not in pong_text  # only specs that draw inside step get the block

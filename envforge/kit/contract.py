@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
+    from envforge.rng.jax_draws import Draws
+
 EnvState: TypeAlias = Any
 """The port's own state type (gymnax style: a ``NamedTuple`` of arrays)."""
 Obs: TypeAlias = "jax.Array"
@@ -34,19 +36,19 @@ class JaxPort(Protocol):
     backend vmaps and jits them; it never calls them on a batch itself."""
 
     def reset(self, seed: jax.Array) -> EnvState:
-        """the env reset from a uint32 scalar seed"""
+        """seed: a uint32 scalar"""
 
     def step(self, state: EnvState, action: jax.Array) -> tuple[EnvState, Obs, Reward, Flag, Flag]:
-        """(next state, obs, reward, terminated, truncated); never resets a finished episode"""
+        """next state, obs, reward, terminated, truncated"""
 
     def observe(self, state: EnvState) -> Obs:
-        """the observation, in the spec's shape and dtype"""
+        """in the spec's shape and dtype"""
 
     def to_canonical(self, state: EnvState) -> Fields:
-        """exactly the spec's fields, by the spec's names"""
+        """exactly the spec's fields"""
 
     def from_canonical(self, fields: Fields) -> EnvState:
-        """the state back from the spec's fields (traced jax arrays, one env)"""
+        """one env's fields, traced jax arrays"""
 
 
 class JaxPortWithDraws(JaxPort, Protocol):
@@ -54,9 +56,9 @@ class JaxPortWithDraws(JaxPort, Protocol):
     ``Draws`` (``from envforge.kit import Draws``), the reference's tape under verification."""
 
     def step_with_draws(
-        self, state: EnvState, action: jax.Array, draws: Any
-    ) -> tuple[EnvState, Obs, Reward, Flag, Flag, Any]:
-        """the step with every random number asked of draws, in the reference's order"""
+        self, state: EnvState, action: jax.Array, draws: Draws
+    ) -> tuple[EnvState, Obs, Reward, Flag, Flag, Draws]:
+        """every random number asked of draws, in the reference's order"""
 
 
 class RustEnvBatch(Protocol):
@@ -64,7 +66,7 @@ class RustEnvBatch(Protocol):
     a batch of envs stepped in one call, writing into buffers the caller allocated."""
 
     def reset(self, seeds: NDArray[np.uint32]) -> None:
-        """resize the batch to n = len(seeds), reset every env"""
+        """seeds uint32[n]: resize the batch to n, reset every env"""
 
     def step(
         self,
@@ -74,20 +76,22 @@ class RustEnvBatch(Protocol):
         terminated: NDArray[np.bool_],
         truncated: NDArray[np.bool_],
     ) -> None:
-        """actions int32[n] or float32[n, *action_shape]; writes the other four in place"""
+        """actions int32[n] (discrete) or float32[n, *action_shape]; writes, never allocates:
+        obs [n, *obs_shape] in the spec's dtype, reward float32[n], terminated and truncated
+        bool[n]"""
 
     def observe(self, obs: Column) -> None:
-        """writes the observations of the current envs"""
+        """writes the observations of the current envs into obs"""
 
     def get_state(self) -> dict[str, Column]:
-        """the canonical fields, the spec's names and dtypes, one row per env"""
+        """the canonical fields by the spec's names, in its dtypes, one row per env"""
 
     def set_state(self, fields: dict[str, Column]) -> None:
-        """resize the batch to the rows given and load them"""
+        """resize the batch to the fields' n rows and load them"""
 
     @property
     def num_envs(self) -> int:
-        """the batch size (a getter)"""
+        """the batch size (a #[getter])"""
 
 
 class RustEnvBatchExtras(Protocol):
@@ -95,7 +99,7 @@ class RustEnvBatchExtras(Protocol):
     verifier never calls it) and, for a spec with ``[rng] step``, ``step_draws``."""
 
     def reset_where(self, done: NDArray[np.bool_], seeds: NDArray[np.uint32]) -> None:
-        """reset env i from seeds[i] where done[i]"""
+        """optional (envforge bench's auto-reset): reset env i from seeds[i] where done[i]"""
 
     def step_draws(
         self,
@@ -134,26 +138,46 @@ def missing(implementation: object, protocol: type) -> list[str]:
     return lacking
 
 
-def signature(protocol: type, name: str) -> str:
-    """``name(args) -> result`` as the port writes it (no ``self``), from the annotations."""
+def signature(protocol: type, name: str, annotated: bool = True) -> str:
+    """``name(args) -> result`` as the port writes it (no ``self``), from the annotations
+    (``annotated=False``: the arguments' names only, for a port in another language)."""
     member = inspect.getattr_static(protocol, name)
     if isinstance(member, property):
         assert member.fget is not None
         return f"{name} -> {inspect.signature(member.fget).return_annotation}"
     sig = inspect.signature(member)
     params = [p for p in sig.parameters.values() if p.name != "self"]
-    text = ", ".join(f"{p.name}: {p.annotation}" for p in params)
+    text = ", ".join(f"{p.name}: {p.annotation}" if annotated else p.name for p in params)
     return f"{name}({text}) -> {sig.return_annotation}"
 
 
-def signatures(protocol: type, names: tuple[str, ...] | None = None) -> list[str]:
-    """Each member as ``signature  # what it does`` (its docstring), for prompts and errors."""
+def signatures(
+    protocol: type, names: tuple[str, ...] | None = None, annotated: bool = True
+) -> list[str]:
+    """Each member as ``signature  # what it does`` (its docstring on one line), for prompts."""
     lines = []
     for name in names if names is not None else members(protocol):
         member = inspect.getattr_static(protocol, name)
         doc = inspect.getdoc(member.fget if isinstance(member, property) else member) or ""
-        lines.append(f"{signature(protocol, name)}" + (f"  # {doc}" if doc else ""))
+        line = signature(protocol, name, annotated)
+        lines.append(line + (f"  # {' '.join(doc.split())}" if doc else ""))
     return lines
+
+
+PROTOCOLS: dict[str, type] = {
+    p.__name__: p for p in (JaxPort, JaxPortWithDraws, RustEnvBatch, RustEnvBatchExtras)
+}
+"""The protocols by name, as the prompt templates ask for them."""
+
+
+def prompt_lines(protocol: str, *names: str, annotated: bool = True) -> list[str]:
+    """What a translation prompt quotes of ``protocol`` (all its members, or ``names``)."""
+    return signatures(PROTOCOLS[protocol], names or None, annotated)
+
+
+def prompt_doc(protocol: str) -> str:
+    """The protocol's docstring as one paragraph, for a prompt."""
+    return " ".join((inspect.getdoc(PROTOCOLS[protocol]) or "").split())
 
 
 def lacks(where: str, implementation: object, protocol: type) -> str | None:

@@ -17,6 +17,7 @@ import jinja2
 import numpy as np
 
 from envforge.errors import BadInput
+from envforge.kit import contract
 from envforge.messages import ToolSpec
 from envforge.prompts.sources import SourceFile, reference_sources
 from envforge.rng.draws import RUST_DRAWS
@@ -38,6 +39,7 @@ _environment = jinja2.Environment(
     keep_trailing_newline=True,
     autoescape=False,
 )
+_environment.globals["contract"] = contract  # the port contract, quoted from its Protocols
 
 
 @dataclass(frozen=True)
