@@ -150,13 +150,23 @@ def test_the_pig_port_is_equivalent_through_the_hook_at_l0_to_l3() -> None:
 
 
 @pytest.mark.slow
-def test_an_opponent_that_never_turns_greedy_fails_naming_the_opponent(tmp_path: Path) -> None:
-    broken = apply_patch(PIG_PORT, tmp_path, ("GREEDY = 0.25", "GREEDY = 0.0"))
+def test_an_opponent_that_keeps_its_total_on_a_one_fails_naming_opp_and_the_rolls(
+    tmp_path: Path,
+) -> None:
+    """The same draws, another transition: a step finding on ``opp`` listing the rolls."""
+    broken = apply_patch(
+        PIG_PORT,
+        tmp_path,
+        (
+            "jnp.where(going, jnp.where(die == 1, 0, total + die), total)",
+            "jnp.where(going, jnp.where(die == 1, total, total + die), total)",
+        ),
+    )
     level = verify(load_spec(PIG_SPEC), broken.path, [1], QUICK).levels[0]
     assert level.status == "fail"
     finding = level.findings[0]
-    assert finding.check == "step.mismatch" and "opp" in finding.fields
-    assert "random() on [0, 1)" in finding.message
+    assert finding.check == "step.mismatch" and "opp" in finding.fields, finding.message
+    assert "integers[1, 7) = 1" in finding.message
 
 
 def test_the_bench_harness_rolls_the_dice_from_each_envs_own_generator() -> None:
