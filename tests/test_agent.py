@@ -184,7 +184,9 @@ def test_a_talk_only_reply_ends_at_once_after_a_passing_verify_and_otherwise_aft
 ) -> None:
     verdicts = iter(["verdict: equivalent\nL0 contract: pass", "verdict: not equivalent"])
     tools = WorkspaceTools(tmp_path, verify=lambda levels: next(verdicts))
-    passed = ScriptedModel([reply(calls=[("run_verify", {"levels": "0"})], turn=1), reply("Done.")])
+    passed = ScriptedModel(
+        [reply(calls=[("run_verify", {"levels": "0-3"})], turn=1), reply("Done.")]
+    )
     result = Agent(passed, tools).run("s", user("t"))
     assert (result.status, result.steps) == ("submitted", 2)  # no reminder: the verifier agreed
 
@@ -201,6 +203,35 @@ def test_a_talk_only_reply_ends_at_once_after_a_passing_verify_and_otherwise_aft
     assert [m.role for m in result.messages] == ["user", "assistant", "user", "assistant", "user",
                                                  "assistant"]  # fmt: skip
     assert "without a tool call" in result.messages[-2].text
+
+
+def test_a_pass_at_some_levels_only_is_not_done_and_the_reminder_says_what_remains(
+    tmp_path: Path,
+) -> None:
+    """``run_verify 0`` passing is not a finished port when the job asks for L0-L2."""
+    said: list[str] = []
+
+    def verify(levels: str) -> str:
+        said.append(levels)
+        return "verdict: equivalent at level 0 only; levels 1-3 not run yet\nL0 contract: pass"
+
+    tools = WorkspaceTools(tmp_path, verify=verify, levels="0-2")
+    model = ScriptedModel(
+        [reply(calls=[("run_verify", {"levels": "0"})], turn=1), reply("Done."), reply("Done!")]
+    )
+    result = Agent(model, tools, AgentLimits(talk_reminders=1)).run("s", user("t"))
+    assert (result.status, result.message, result.steps) == ("submitted", "Done!", 3)
+    reminder = result.messages[-2].text
+    assert "without a tool call" in reminder and "passed levels 0 only" in reminder
+    assert 'run_verify at "0-2"' in reminder
+    # all the job's levels (or more) passing is done: the next talk ends the episode
+    for levels in ("0-2", "0-3"):
+        model = ScriptedModel(
+            [reply(calls=[("run_verify", {"levels": levels})], turn=1), reply("Done.")]
+        )
+        result = Agent(model, tools).run("s", user("t"))
+        assert (result.status, result.steps) == ("submitted", 2), levels
+    assert said == ["0", "0-2", "0-3"]
 
 
 def test_a_cut_reply_is_not_run_and_the_next_call_gets_more_room(tmp_path: Path) -> None:

@@ -69,6 +69,8 @@ def test_scripted_agent_repairs_a_planted_bug_from_the_localized_finding(tmp_pat
             ),
             reply(calls=[("run_verify", {"levels": "0"})], usage=USAGE, turn=2),
             reply("Ported pong; it loads.", usage=USAGE, turn=3),
+            # a pass at level 0 alone is not done: reminded, the agent stops anyway
+            reply("Ported pong.", usage=USAGE, turn=3),
             fix_from_repair_prompt,
             reply("Fixed the paddle speed.", usage=USAGE, turn=4),
             reply("Fixed it, yes.", usage=USAGE, turn=4),  # after the reminder: not verified
@@ -124,18 +126,22 @@ def test_scripted_agent_repairs_a_planted_bug_from_the_localized_finding(tmp_pat
     assert f"port/pong.py:{port_line}: paddle_yr = jnp.clip(" in prompt
     assert str(tmp_path) not in prompt  # prompts never show where the run happens
 
-    # the agent's own run_verify ran the real verifier on its workspace port
+    # the agent's own run_verify ran the real verifier on its workspace port: level 0 passed,
+    # and both the verdict line and the reminder after the agent's summary say what remains
     verify_output = model.requests[2].messages[-1].tool_results[0].content
-    assert verify_output.startswith("verdict: equivalent") and "L0 contract: pass" in verify_output
+    assert verify_output.startswith("verdict: equivalent at level 0 only; levels 1-3 not run yet")
+    assert "L0 contract: pass" in verify_output
+    reminder = model.requests[3].messages[-1].text
+    assert "passed levels 0 only" in reminder and 'run_verify at "0-2"' in reminder
 
-    # exact cost: nine calls at 8625 micro-dollars each (the translation's summary came after a
-    # passing run_verify, so it needed no reminder; the other two episodes' did)
+    # exact cost: ten calls at 8625 micro-dollars each (every episode's summary came after a
+    # reminder: the translation's run_verify passed level 0 only, the others' none)
     with Ledger(ledger_path) as ledger:
         entries = ledger.entries(job="e2e")
-        purposes = ["translate 1"] * 3 + ["repair 2"] * 3 + ["optimize 3"] * 3
+        purposes = ["translate 1"] * 4 + ["repair 2"] * 3 + ["optimize 3"] * 3
         assert [e.purpose for e in entries] == purposes
-        assert ledger.spent(job="e2e") == Decimal("0.077625")
-    assert outcome.cost_usd == Decimal("0.077625")
+        assert ledger.spent(job="e2e") == Decimal("0.08625")
+    assert outcome.cost_usd == Decimal("0.08625")
 
     landed = (tmp_path / "out" / "pong.py").read_text()
     assert landed == good
@@ -143,7 +149,7 @@ def test_scripted_agent_repairs_a_planted_bug_from_the_localized_finding(tmp_pat
     assert "| verdict | verified |" in provenance
     assert "| levels passed | L0, L1, L2 |" in provenance
     assert declared_made_by(provenance) == "agent"  # the front matter every port declares
-    assert "$0.077625" in provenance and "scripted-pong" in provenance
+    assert "$0.08625" in provenance and "scripted-pong" in provenance
     for n in (1, 2, 3):
         snapshot = tmp_path / "ws" / "iterations" / f"0{n}"
         assert (snapshot / "port" / "pong.py").is_file()

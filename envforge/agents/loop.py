@@ -25,12 +25,15 @@ from envforge.agents.history import HistoryLimits, compact
 from envforge.agents.model import ContextOverflow
 from envforge.agents.tools import WorkspaceTools
 from envforge.cost.budget import BudgetExceeded
+from envforge.errors import BadInput
 from envforge.messages import Message, Model, ModelRequest, ModelResponse, TextPart, ToolResult
+from envforge.verify.runner import parse_levels
 
 EventFn = Callable[[str], None]
 MessageFn = Callable[[Message], None]
 EQUIVALENT = "verdict: equivalent"
-"""How run_verify's text starts when the port passed (verify_result.j2)."""
+"""How run_verify's text starts when the port passed the levels it ran (verify_result.j2): the
+whole line for L0-L3, ``verdict: equivalent at level 0 only; levels 1-3 not run yet`` for some."""
 CHANGES_FILES = ("write_file", "edit_file", "run_command")
 UNREADABLE_CALL = (
     "The provider could not read your last tool call (finish reason {}), so nothing was run. "
@@ -116,17 +119,16 @@ class Agent:
         self.max_tokens = self.limits.max_tokens
         self.cuts = self.reminders = 0
         self.verified = False
-        """The model's last run_verify passed and nothing was changed since."""
+        """The model's last run_verify passed every level of the job (``tools.levels``) and
+        nothing was changed since: a pass at level 0 alone is not done."""
+        self.passed_only: str | None = None
+        """The levels the last run_verify passed when they were not all the job's."""
 
     def run(self, system: str, first: Message) -> AgentResult:
         """One episode from a system prompt and a first user message."""
         self.system, self.messages, self.steps = system, [], 0
-        self.max_tokens, self.cuts, self.reminders, self.verified = (
-            self.limits.max_tokens,
-            0,
-            0,
-            False,
-        )
+        self.max_tokens, self.cuts, self.reminders = self.limits.max_tokens, 0, 0
+        self.verified, self.passed_only = False, None
         self.add(first)
         self.started = time.monotonic()
         while True:
@@ -160,9 +162,9 @@ class Agent:
             self.on_event(f"step {self.steps}: {call.name} {_brief(call.arguments)}")
             result = self.tools.execute(call)
             if call.name == "run_verify" and not result.is_error:
-                self.verified = result.content.startswith(EQUIVALENT)
+                self.judge_verify(str(call.arguments.get("levels") or self.tools.levels), result)
             elif call.name in CHANGES_FILES:
-                self.verified = False
+                self.verified, self.passed_only = False, None
             results.append(result)
         self.add(Message("user", tuple(results)))
 
@@ -190,24 +192,38 @@ class Agent:
         parts.append(TextPart(note))
         self.add(Message("user", tuple(parts)))
 
+    def judge_verify(self, levels: str, result: ToolResult) -> None:
+        """Done only when run_verify passed at every level the job asks for (``tools.levels``);
+        a pass at some of them is remembered, so the reminder can say what remains."""
+        passed = result.content.startswith(EQUIVALENT)
+        try:
+            complete = set(parse_levels(self.tools.levels)) <= set(parse_levels(levels))
+        except BadInput:
+            complete = False
+        self.verified = passed and complete
+        self.passed_only = levels if passed and not complete else None
+
     def talk(self, response: ModelResponse) -> None:
         """A reply without a tool call: done after a passing verify, else remind (bounded)."""
         if self.verified or self.reminders >= self.limits.talk_reminders:
             raise Submitted(response.text)
         self.reminders += 1
-        self.add(
-            Message(
-                "user",
-                (
-                    TextPart(
-                        "You replied without a tool call. The port is judged by the verifier "
-                        "after you stop, and your latest changes have not passed run_verify. "
-                        "Continue with a tool call (run_verify, or a fix); if you are finished "
-                        "anyway, reply once more with only your summary."
-                    ),
-                ),
+        if self.passed_only is not None:
+            why = (
+                f"your last run_verify passed levels {self.passed_only} only, and the port is "
+                f'done when it passes levels {self.tools.levels}. Continue with run_verify at "'
+                f'{self.tools.levels}"'
             )
+        else:
+            why = (
+                "your latest changes have not passed run_verify. Continue with a tool call "
+                "(run_verify, or a fix)"
+            )
+        note = (
+            f"You replied without a tool call. The port is judged by the verifier after you "
+            f"stop, and {why}; if you are finished anyway, reply once more with only your summary."
         )
+        self.add(Message("user", (TextPart(note),)))
 
     def check_limits(self) -> None:
         if self.steps >= self.limits.max_steps:

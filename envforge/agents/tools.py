@@ -53,6 +53,8 @@ class WorkspaceTools:
         self.root = workspace.resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.verify_fn = verify
+        self.levels = levels
+        """The levels the port must pass to be done (the job's), as ``--levels`` takes them."""
         self.sandbox = sandbox or ProcessSandbox()
         self.limits = limits or ToolLimits()
         self.specs: tuple[ToolSpec, ...] = tool_specs(
@@ -185,10 +187,10 @@ class WorkspaceTools:
                 break
         return "\n".join(entries) or "(no files)"
 
-    def run_verify(self, levels: str = "0-3") -> str:
+    def run_verify(self, levels: str | None = None) -> str:
         if self.verify_fn is None:
             raise ToolError("run_verify is not available in this session")
-        return self.verify_fn(str(levels))
+        return self.verify_fn(str(levels or self.levels))
 
     def run_command(self, command: str) -> str:
         if not command.strip():
