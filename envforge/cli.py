@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "batch",
     "train",
     "init",
+    "rules",
 )
 for _name in COMMAND_MODULES:
     importlib.import_module(f"envforge.commands.{_name}").register(app)

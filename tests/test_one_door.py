@@ -204,6 +204,8 @@ ALLOWED = {
     ("draft/probe.py", "load_module"): "the reference class init drafts a spec from",
     ("bench/python_loop.py", "load_module"): "a Python reference",
     ("external/mcp_server.py", "open_driver"): "the reference, beside the sandboxed port",
+    ("commands/rules.py", "open_driver"): "the reference the rule cases run on first",
+    ("rules/versions.py", "open_driver"): "the reference side of two versions compared",
     ("mutate/sweep_plan.py", "build_driver"): "the reference's sweep digests",
     ("mutate/sweep_plan.py", "open_driver"): "the reference's sweep digests",
     # the deliberate exception: a user's own port, in the user's own process

@@ -46,6 +46,7 @@ ALLOWED_GLOBALS = {
     ("numpy.core.numeric", "_frombuffer"),
     ("envforge.backends.base", "Transition"),
     ("envforge.rng.draws", "DrawLog"),
+    ("envforge.backends.coverage", "LineCoverage"),  # a drafted version's lines (rules/)
 }
 
 
@@ -112,6 +113,8 @@ class SandboxedDriver(IsolatedDriver):
         (self._scratch / AUTHKEY).write_bytes(authkey)
         argv = [sys.executable, "-m", "envforge.sandbox.serve", str(self._scratch)]
         target = Path(recipe.target)
+        if recipe.side == "reference" and recipe.kind == "python":  # a version drafted from rules
+            target = Path(recipe.target.rsplit(":", 1)[0]).parent
         readable = (target,) if target.exists() else ()
         try:
             self._server = sandbox.start_server(argv, self._scratch, dict(recipe.env), readable)

@@ -1,0 +1,165 @@
+"""`envforge rules`: from a rules text to a reference (docs/RULES.md).
+
+- ``rules check``: run rule cases (each quoting the rules lines it checks) against the
+  reference and, through the sandbox, a port;
+- ``rules compare``: verify independently written versions of a reference against each other
+  and write each disagreement as a rule question for a person;
+- ``rules draft``: a workspace in which a coding agent writes one version from the rules text.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from envforge import bounds
+from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
+from envforge.errors import BadInput
+from envforge.rules.cases import CaseResult, load_cases, run_cases
+from envforge.rules.draft_workspace import write_draft_workspace
+from envforge.rules.questions import write_questions
+from envforge.rules.text import RulesText
+from envforge.rules.versions import compare, parse_versions
+from envforge.sandbox.driver import open_sandboxed
+from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
+from envforge.spec import load_spec
+from envforge.verify.context import VerifyOptions
+from envforge.verify.runner import parse_levels
+
+app = typer.Typer(help="From a rules text to a reference: rule cases, versions, rule questions.")
+
+
+def _print_cases(console: Console, side: str, results: list[CaseResult]) -> None:
+    passed = sum(r.passed for r in results)
+    console.print(f"{side}: {passed}/{len(results)} rule cases pass")
+    for r in results:
+        if r.finding is not None:
+            console.print(
+                f"  FAIL {r.finding.message}", markup=False, highlight=False, soft_wrap=True
+            )
+
+
+@app.command("check")
+def check_command(
+    rules: Path = typer.Argument(..., help="The rules text (markdown or plain text)."),
+    cases: Path = typer.Option(..., "--cases", help="Rule cases (cases.toml)."),
+    spec: Path = typer.Option(..., "--spec", help="The env's env.toml (its reference is checked)."),
+    port: Path = typer.Option(None, "--port", help="A port folder to check too (sandboxed)."),
+    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+) -> None:
+    """Run rule cases against the reference (and a port). Exit 0 all pass, 1 a case fails."""
+    text = RulesText.load(rules)
+    env_spec = load_spec(spec)
+    loaded = load_cases(cases, env_spec, text)
+    sides: dict[str, list[CaseResult]] = {}
+    reference = open_driver(reference_recipe(env_spec), True)
+    try:
+        sides["reference"] = run_cases(reference, env_spec, loaded, text)
+    finally:
+        reference.close()
+    if port is not None:
+        if not port.exists():
+            raise BadInput(f"port not found: {port}")
+        sandboxed = open_sandboxed(
+            port_recipe(env_spec, port), open_sandbox(choose_sandbox(sandbox).kind)
+        )
+        try:
+            sides["port"] = run_cases(sandboxed, env_spec, loaded, text)
+        finally:
+            sandboxed.close()
+    failed = any(not r.passed for results in sides.values() for r in results)
+    if as_json:
+        out = {
+            side: [
+                {"case": r.case.name, "rules": r.case.rules, "passed": r.passed}
+                | ({"finding": r.finding.to_dict()} if r.finding else {})
+                for r in results
+            ]
+            for side, results in sides.items()
+        }
+        print(json.dumps(out, indent=2))
+    else:
+        console = Console()
+        for side, results in sides.items():
+            _print_cases(console, side, results)
+    raise typer.Exit(1 if failed else 0)
+
+
+@app.command("compare")
+def compare_command(
+    rules: Path = typer.Argument(..., help="The rules text."),
+    versions: list[str] = typer.Argument(..., help="Two versions or more: file.py:Class each."),
+    spec: Path = typer.Option(..., "--spec", help="The env.toml every version implements."),
+    questions: Path = typer.Option(
+        Path("questions.md"), "--questions", help="Where the rule questions go (and .json)."
+    ),
+    levels: str = typer.Option("0-3", "--levels", help="Levels to compare at."),
+    scale: float = typer.Option(
+        1.0, "--scale", callback=bounds.option(bounds.SCALE), help="Scale the levels' counts."
+    ),
+    seed: int = typer.Option(
+        0, "--seed", callback=bounds.option(bounds.SEED), help="The verifier's own seed."
+    ),
+    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the questions as JSON."),
+) -> None:
+    """Verify versions of a reference against the first; each disagreement is a rule question.
+    Exit 0 when all agree, 1 when there are questions."""
+    text = RulesText.load(rules)
+    env_spec = load_spec(spec)
+    wanted = parse_levels(levels)
+    if max(wanted) > 3:
+        raise BadInput("--levels: versions are compared at levels 0-3")
+    parsed = parse_versions(versions)
+    options = VerifyOptions(scale=scale, seed=seed, sandbox=choose_sandbox(sandbox).kind)
+    result = compare(env_spec, parsed, text, wanted, options)
+    write_questions(questions, result.questions, text)
+    if as_json:
+        print(json.dumps([q.to_dict() for q in result.questions], indent=2))
+    else:
+        console = Console()
+        for label, report in result.reports.items():
+            console.print(f"{parsed[0].label} vs {label}: {report.verdict}")
+        if result.agree:
+            console.print(f"the {len(parsed)} versions agree at levels {levels}")
+        else:
+            console.print(f"{len(result.questions)} rule question(s) written to {questions}")
+    raise typer.Exit(0 if result.agree else 1)
+
+
+@app.command("draft")
+def draft_command(
+    rules: Path = typer.Argument(..., help="The rules text."),
+    name: str = typer.Option(..., "--name", help="The env's name (a Python identifier)."),
+    out: Path = typer.Option(
+        None,
+        "--out",
+        callback=bounds.text_option(),
+        help="Workspace folder (default ./envforge-rules-<name>).",
+    ),
+    spec: Path = typer.Option(
+        None,
+        "--spec",
+        help="An env.toml the version must implement (the first version's, for later ones).",
+    ),
+) -> None:
+    """Write a workspace in which your coding agent drafts one version of a reference from the
+    rules text (with rule cases and a ./check)."""
+    text = RulesText.load(rules)
+    if not name.isidentifier():
+        raise BadInput(f"--name must be a Python identifier, got {name!r}")
+    folder = out or Path(f"envforge-rules-{name}")
+    written = write_draft_workspace(text, name, folder, load_spec(spec) if spec else None, spec)
+    console = Console()
+    console.print(f"workspace: {written}")
+    console.print(
+        f"next: cd {folder} and start your agent there; it reads AGENTS.md and runs ./check"
+    )
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="rules")

@@ -1,0 +1,104 @@
+"""The workspace in which a coding agent drafts one version of a reference from a rules text.
+
+It holds the rules text, the task (AGENTS.md, and the same text as CLAUDE.md and GEMINI.md),
+the spec to implement when one is given (later versions implement the first version's), and a
+``./check`` that loads the spec and runs the agent's rule cases against its version. The agent
+sees only the rules text: never another version, so versions stay independent.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from envforge.errors import BadInput
+from envforge.rules.text import RulesText
+from envforge.spec import EnvSpec
+
+TASK_FILES = ("AGENTS.md", "CLAUDE.md", "GEMINI.md")
+CHECK = "check"
+
+TASK = """# Task: write a Python reference of `{name}` from its rules text
+
+`RULES.md` is the only description of the game; its lines are numbered below. Write
+`{name}.py` with a class `{cls}` that plays exactly these rules, and `cases.toml` with rule
+cases. Run `./check` after each change: it must end with every case passing.
+
+## The class (envforge's Python reference contract)
+- `{cls}()` takes no arguments; `reset(seed=None)` returns `(obs, info)`; `step(action)` returns
+  `(obs, reward, terminated, truncated, info)`; `_get_obs()` returns the observation of the
+  current state as a numpy array.
+- The whole game state lives in plain attributes (ints, floats, bools or lists of them) that
+  `env.toml` lists as `[[state]]` fields with `attr = "<attribute>"`: envforge writes a state into
+  them and steps once. Nothing else may carry over from one step to the next.
+- Randomness: draw only from `self.np_random` (a `numpy.random.Generator`), made in `reset` as
+  `numpy.random.default_rng(seed)`.
+{spec_part}
+## Cite the rules
+Above the code that implements a rule, write a comment naming its lines: `# L12` or `# L12-14`
+(a citation covers the code below it up to the next blank line; one at the end of a line covers
+that line). When two versions of this game disagree, envforge shows a person which rules each
+version's executed code cited, so cite every rule you implement.
+
+## Rule cases (`cases.toml`)
+One `[[case]]` per rule you can check in one step: `name`, `rules = "L12"`, `seed` (optional),
+`set = {{ field = value }}` (state fields written over the reset state), `action`, and
+`expect = {{ field = value, reward = ..., terminated = ... }}`. Quote only what the rules text
+decides; do not invent outcomes it leaves open: write your question in `QUESTIONS.md` instead.
+
+## The rules text, numbered
+```
+{numbered}
+```
+"""
+
+WITH_SPEC = """
+## The spec you implement
+`env.toml` is given: implement exactly its state fields (names, `attr`s, shapes), its action
+space and its observation. Do not change it.
+"""
+
+WITHOUT_SPEC = """
+## The spec
+Draft `env.toml` once the class works: `envforge init --ref {name}.py:{cls} --out env.toml`, then
+read it, fix what it could not guess, and keep it passing `./check`.
+"""
+
+CHECK_SCRIPT = """#!/bin/sh
+# Runs your rule cases against {name}.py (envforge rules check).
+cd "$(dirname "$0")" || exit 2
+[ -f env.toml ] || {{ echo "no env.toml yet: draft it (see AGENTS.md)"; exit 2; }}
+[ -f cases.toml ] || {{ echo "no cases.toml yet: write rule cases (see AGENTS.md)"; exit 2; }}
+exec {python} -m envforge.cli rules check RULES.md --cases cases.toml --spec env.toml "$@"
+"""
+
+
+def class_name(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_")) or "Env"
+
+
+def write_draft_workspace(
+    rules: RulesText, name: str, folder: Path, spec: EnvSpec | None, spec_path: Path | None
+) -> Path:
+    """Write the workspace; refuse a folder that already has files in it."""
+    if folder.exists() and any(folder.iterdir()):
+        raise BadInput(f"workspace folder {folder} is not empty")
+    folder.mkdir(parents=True, exist_ok=True)
+    cls = class_name(name)
+    shutil.copyfile(rules.path, folder / "RULES.md")
+    if spec is not None and spec_path is not None:
+        text = spec_path.read_text()
+        reference = f'reference = "{name}.py:{cls}"'
+        lines = [reference if ln.startswith("reference") else ln for ln in text.splitlines()]
+        (folder / "env.toml").write_text("\n".join(lines) + "\n")
+        spec_part = WITH_SPEC
+    else:
+        spec_part = WITHOUT_SPEC.format(name=name, cls=cls)
+    task = TASK.format(name=name, cls=cls, spec_part=spec_part, numbered=rules.numbered())
+    for task_file in TASK_FILES:
+        (folder / task_file).write_text(task)
+    check = folder / CHECK
+    check.write_text(CHECK_SCRIPT.format(name=name, python=sys.executable))
+    check.chmod(0o755)
+    return folder
