@@ -81,6 +81,13 @@ def test_replaying_a_tape_through_the_hook_gives_the_taped_transition() -> None:
     for name in recorded.state:
         assert (replayed.state[name] == recorded.state[name]).all(), name
     assert (log2.value == log.value).all() and (log2.count == log.count).all()
+    # the driver of a C port takes the tape through step_draws; a reference's ignores it
+    driver.side = "port"
+    as_port, _ = driver.step_draws(state, actions, np.arange(32, dtype=np.uint64) + 7, log)
+    assert all((as_port.state[k] == recorded.state[k]).all() for k in recorded.state)
+    driver.side = "reference"
+    own, _ = driver.step_draws(state, actions, np.arange(32, dtype=np.uint64) + 7, log)
+    assert any((own.state[k] != recorded.state[k]).any() for k in recorded.state)
     log.value[:, :] = 9.0  # outside [1, 7) and [0, 1): every draw clamps to its top
     clamped, log3 = driver.step_hooked(
         driver.structs_of(state), actions, np.arange(32, dtype=np.uint64), log

@@ -268,11 +268,13 @@ class CDriver(Driver):
     def step_draws(
         self, state: State, actions: np.ndarray, seeds: np.ndarray, tape: DrawLog | None
     ) -> tuple[Transition, DrawLog]:
-        """A reference draws from ``seeds`` through the draw hook and records every draw (a
-        tape is a port's business and ignored here); returns the transition and the log."""
+        """Through the draw hook: a reference draws from ``seeds`` and records every draw (a
+        tape is ignored); a C port (``side == "port"``) takes the tape's values when it is
+        handed one. Returns the transition and the draws this side asked for."""
         if not self.hooked:
             return super().step_draws(state, actions, seeds, tape)
-        return self.step_hooked(self.structs_of(state), actions, seeds, None)
+        replay = tape if self.side == "port" else None
+        return self.step_hooked(self.structs_of(state), actions, seeds, replay)
 
     def step_hooked(
         self, envs: np.ndarray, actions: np.ndarray, seeds: np.ndarray, tape: DrawLog | None
