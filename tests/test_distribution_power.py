@@ -199,3 +199,40 @@ def test_own_key_port_verifies_equivalent_l0_to_l3(port_dir: Path) -> None:
     assert set(l1["detectable"]["events"]) == {
         e.name for e in load_spec(port_dir / "env.toml").event
     }
+
+
+FORWARD = (
+    "    pick = jax.random.randint(key, (), 0, 3)  # 0: (a - 1) % 4, 1: a, 2: (a + 1) % 4\n",
+    "    u = jax.random.uniform(key)\n"
+    "    pick = jnp.where(u < {p}, 1, jnp.where(u < {p} + (1 - {p}) / 2, 0, 2))\n",
+)
+
+
+@pytest.mark.slow
+def test_the_reported_detectable_change_is_caught_just_above_and_not_well_below(
+    tmp_path: Path,
+) -> None:
+    """A real run's detectable effect, true for planted bugs on both sides of it: the
+    unbroken FrozenLake own-key port's L1 (scale 0.25) gives the Bonferroni level and samples a
+    side; at them, ``min_detectable`` (what the report's sentences state) says the smallest
+    rise of an outcome of probability 1/3 caught with 90% power at one state. A port whose
+    move goes ahead with 1/3 + 1.1 x that rise (at every state) fails L1; one with
+    1/3 + 0.25 x it passes."""
+    spec = load_spec(LAKE_DIR / "env.toml")
+    options = VerifyOptions(isolate=False, sandbox=None, scale=0.25)
+    base = verify(spec, LAKE_DIR, [1], options).levels[0]
+    assert base.status == "pass", base.summary
+    stats = base.stats
+    rise, _ = min_detectable(1 / 3, stats["samples_per_side"], stats["alpha_per_test"])
+    assert rise is not None and 0.05 < rise < 0.3, rise
+    half, _ = min_detectable(0.5, stats["samples_per_side"], stats["alpha_per_test"])
+    assert f"moving by {half:.3g} is caught with 90% power" in base.summary
+    status = {}
+    for name, factor in (("above", 1.1), ("below", 0.25)):
+        p = repr(1 / 3 + factor * rise)
+        edit = (FORWARD[0], FORWARD[1].format(p=p))
+        port = apply_patch(LAKE_DIR / "frozenlake.py", tmp_path / name, edit)
+        level = verify(spec, port.path.parent, [1], options).levels[0]
+        status[name] = (level.status, level.summary[:300])
+    assert status["above"][0] == "fail", status
+    assert status["below"][0] == "pass", status

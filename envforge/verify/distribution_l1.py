@@ -4,8 +4,8 @@ say what the run could and could not have detected.
 
 The report states, besides the verdict:
 
-* how many states were tested and why (witnesses of reference lines, rare branches with more
-  samples, states spread over the episode horizon and the policies);
+* how many states were tested and why (witnesses of reference lines, rare branches and rare
+  spec events with more samples, states spread over the episode horizon and the policies);
 * per spec ``[[event]]``, at how many tested states it happened and the smallest rise and fall
   of its probability there that the run catches with 90% power (``power.py``; the tests'
   own sample sizes and Bonferroni level);
@@ -101,6 +101,7 @@ def run(ctx: VerifyContext) -> StepDistributions:
         coverage_steering=steering.available,
         reference_lines_seen=len(steering.runs),
         rare_lines={f"{ds.base_name(f)}:{n}": round(steering.share((f, n)), 5) for f, n in rare},
+        rare_events={e: round(steering.event_share(e), 5) for e in steering.rare_events()},
         lines_untested={ds.base_name(f): lines for f, lines in untested.items()},
     )
     detect = {}

@@ -14,10 +14,14 @@ horizon, and states that make the reference run lines of its step nothing else r
    ran is traced to the one candidate that ran it by bisection (the chunk's halves stepped again
    with the same seeds): that candidate is its *witness*. How many chunks ran a line estimates
    how often a state of the pool makes the reference run it; a line below ``RARE_SHARE`` is a
-   *rare branch*.
-3. **Selection.** Every witness is tested (its rare-branch witnesses with ``RARE_FACTOR`` times
-   the samples: the rare-event checks), and ``[rng] states`` (times ``--scale``) more states
-   spread over the sources; then ``SCREEN_STATES`` states are screened with few samples each.
+   *rare branch*. The same steps evaluate the spec's ``[[event]]``s (with or without
+   coverage): an event that fewer than ``RARE_SHARE`` of the candidates' steps fire is a *rare
+   event*, and up to ``RARE_WITNESSES`` candidates that fired it are its witnesses. Events
+   reach what line coverage cannot: a branch inside a library the reference calls (UNO's
+   reshuffle is in rlcard, not in the adapter file coverage counts).
+3. **Selection.** Every witness is tested (rare-branch and rare-event witnesses with
+   ``RARE_FACTOR`` times the samples: the rare-event checks), and ``[rng] states`` (times
+   ``--scale``) more states spread over the sources; then ``SCREEN_STATES`` states are screened with few samples each.
    Spread and screened states prefer observations no chosen state has.
 """
 
@@ -30,6 +34,7 @@ import numpy as np
 from envforge.backends.base import State, batch_size, concat_states, take_state
 from envforge.errors import BadInput
 from envforge.verify.context import VerifyContext
+from envforge.verify.distribution import event_columns
 from envforge.verify.policies import rollout_policies
 from envforge.verify.strategies import sample_actions, sample_states
 
@@ -89,6 +94,18 @@ class Steering:
     """Line -> the first rows of the chunks that ran it."""
     more: dict[Line, list[int]] = field(default_factory=dict)
     """Rare line -> further candidates that ran it (from later chunks)."""
+    stepped: int = 0
+    """Candidates stepped (for the events' shares)."""
+    events: dict[str, list[int]] = field(default_factory=dict)
+    """Spec event -> the candidates whose step fired it."""
+
+    def event_share(self, name: str) -> float:
+        return len(self.events.get(name, [])) / max(1, self.stepped)
+
+    def rare_events(self) -> list[str]:
+        return sorted(
+            e for e, rows in self.events.items() if rows and self.event_share(e) < RARE_SHARE
+        )
 
     def share(self, line: Line) -> float:
         """The estimated share of candidates whose step runs ``line`` (from chunk counts)."""
@@ -183,6 +200,22 @@ def _run(ctx: VerifyContext, cand: Pool, seeds: np.ndarray, rows: np.ndarray) ->
     return _executed(ctx)
 
 
+def _fired(
+    ctx: VerifyContext, cand: Pool, seeds: np.ndarray, rows: np.ndarray, out: Steering,
+    covered: bool,
+) -> set[Line]:  # fmt: skip
+    """Step ``rows`` once on the reference: the lines they ran (``covered``), and each spec
+    event's firing rows added to ``out.events``."""
+    if covered:
+        ctx.ref.coverage_start()
+    before = take_state(cand.states, rows)
+    tr, _ = ctx.ref.step_draws(before, cand.actions[rows], seeds[rows], None)
+    out.stepped += len(rows)
+    for key, hit in event_columns(ctx, before, cand.actions[rows], tr).items():
+        out.events.setdefault(key[len("event ") :], []).extend(int(r) for r in rows[hit > 0])
+    return _executed(ctx) if covered else set()
+
+
 def _bisect(
     ctx: VerifyContext, cand: Pool, seeds: np.ndarray, rows: np.ndarray, targets: set[Line],
     out: dict[Line, int],
@@ -202,13 +235,15 @@ def _bisect(
 
 
 def steer(ctx: VerifyContext, cand: Pool, seeds: np.ndarray) -> Steering:
-    """The candidates stepped chunk by chunk under coverage; a witness for every line."""
-    if not ctx.ref.coverage_start():
-        return Steering(available=False)
-    result = Steering(available=True)
+    """The candidates stepped chunk by chunk under coverage; a witness for every line; the
+    candidates that fire each spec event (also without coverage)."""
+    covered = ctx.ref.coverage_start()
+    result = Steering(available=covered)
     for start in range(0, len(cand), CHUNK):
         rows = np.arange(start, min(start + CHUNK, len(cand)))
-        ran = _run(ctx, cand, seeds, rows)
+        ran = _fired(ctx, cand, seeds, rows, result, covered)
+        if not covered:
+            continue
         result.chunks += 1
         new = {line for line in ran if line not in result.runs}
         for line in ran:
@@ -235,7 +270,8 @@ class Selection:
 def select(
     ctx: VerifyContext, cand: Pool, steering: Steering, rng: np.random.Generator, samples: int
 ) -> Selection:
-    """Witnesses first (rare-branch ones with more samples), then states spread over sources."""
+    """Witnesses first (rare-branch ones with more samples), then rare-event witnesses (more
+    samples too), then states spread over sources."""
     rare = set(steering.rare())
     obs = ctx.ref.observe(cand.states).reshape(len(cand), -1)
     by_row: dict[int, list[Line]] = {}
@@ -255,11 +291,30 @@ def select(
         more = f" and {len(lines) - 4} more" if len(lines) > 4 else ""
         kind = "a rare branch" if is_rare else "lines"
         chosen.reasons.append(f"witness of {kind} of the reference ({shown}{more})")
+    _event_witnesses(chosen, steering, samples * RARE_FACTOR)
     seen = {_key(obs[r]) for r in chosen.rows}
     _spread(chosen, cand, rng, obs, seen, ctx.count(ctx.spec.rng.states, 2), samples, "")
     screen = max(SCREEN_MIN_SAMPLES, samples // SCREEN_DIVISOR)
     _spread(chosen, cand, rng, obs, seen, ctx.count(SCREEN_STATES, 16), screen, "screened ")
     return chosen
+
+
+def _event_witnesses(chosen: Selection, steering: Steering, samples: int) -> None:
+    """Up to ``RARE_WITNESSES`` candidates per rare spec event, spread over those that fired
+    it, tested with ``samples`` (a line witness among them gets them too)."""
+    for event in steering.rare_events():
+        fired = steering.events[event]
+        picks = [fired[i] for i in np.linspace(0, len(fired) - 1, RARE_WITNESSES).astype(int)]
+        why = f"a rare event of the spec ({event}: {steering.event_share(event):.2%} of candidate steps)"
+        for row in dict.fromkeys(picks):
+            if row in chosen.rows:
+                at = chosen.rows.index(row)
+                chosen.samples[at] = max(chosen.samples[at], samples)
+                chosen.reasons[at] += f"; {why}"
+            else:
+                chosen.rows.append(row)
+                chosen.samples.append(samples)
+                chosen.reasons.append(f"witness of {why}")
 
 
 def _key(row: np.ndarray) -> bytes:
