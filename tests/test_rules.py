@@ -147,3 +147,58 @@ def test_the_draft_workspace_holds_the_numbered_rules_and_a_check_that_runs_the_
     done = subprocess.run([str(ws / "check")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3/3 rule cases pass" in done.stdout
+
+
+def _drafting_script(tmp_path: Path) -> Path:
+    """Two versions as a scripted model writes them: v1 (the bust read as written, with the
+    spec) and v2 (a bust ends the game; only the cases it passes)."""
+    spec = (
+        (TEN / "env.toml")
+        .read_text()
+        .replace('reference = "v1.py:Ten"', 'reference = "ten.py:Ten"')
+    )
+    cases = (TEN / "cases.toml").read_text()
+    v2_cases = "\n[[case]]".join(part for part in cases.split("\n[[case]]") if "bust" not in part)
+    usage = {"input_tokens": 3000, "output_tokens": 800}
+
+    def version(source: str, files: dict[str, str]) -> list[dict[str, object]]:
+        calls = [["write_file", {"path": "ten.py", "content": source}]]
+        calls += [["write_file", {"path": p, "content": c}] for p, c in files.items()]
+        calls.append(["run_verify", {"levels": "0"}])
+        return [{"calls": calls, "usage": usage}, {"text": "Drafted.", "usage": usage}]
+
+    script = {
+        "model": "claude-sonnet-4-6",
+        "responses": version((TEN / "v1.py").read_text(), {"env.toml": spec, "cases.toml": cases})
+        + version((TEN / "v2.py").read_text(), {"cases.toml": v2_cases}),
+    }
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(script))
+    return path
+
+
+@pytest.mark.slow
+def test_two_versions_drafted_by_the_agent_loop_are_priced_and_compared(tmp_path: Path) -> None:
+    """The pipeline end to end with a scripted model: two versions drafted in their own
+    workspaces (v2 given v1's spec), both passing their own cases, priced in one ledger job;
+    their comparison asks the bust question."""
+    out = tmp_path / "drafts"
+    result = envforge(
+        "rules", "draft", str(TEN / "RULES.md"), "--name", "ten", "--out", str(out),
+        "--model", f"scripted:{_drafting_script(tmp_path)}", "--versions", "2",
+        "--ledger", str(tmp_path / "ledger.sqlite"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stdout.count("rule cases pass") == 2 and "2 model calls" in result.stdout
+    assert "$0.0" in result.stdout and "$0 " not in result.stdout  # four priced calls
+    assert (out / "v2" / "env.toml").read_text().startswith("# Ten")  # v1's spec, given to v2
+    assert "bust" not in (out / "v2" / "cases.toml").read_text()
+    questions = tmp_path / "questions.md"
+    compared = envforge(
+        "rules", "compare", str(TEN / "RULES.md"), f"{out}/v1/ten.py:Ten", f"{out}/v2/ten.py:Ten",
+        "--spec", str(out / "v1" / "env.toml"), "--levels", "0-1", "--scale", "0.3",
+        "--sandbox", "process", "--questions", str(questions),
+    )  # fmt: skip
+    assert compared.returncode == 1, compared.stderr[-2000:]
+    [question] = json.loads(questions.with_suffix(".json").read_text())
+    assert BUST_LINE in question["rules"]

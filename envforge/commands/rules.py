@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import typer
@@ -19,6 +20,7 @@ from envforge import bounds
 from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
 from envforge.errors import BadInput
 from envforge.rules.cases import CaseResult, load_cases, run_cases
+from envforge.rules.draft_agent import class_name, draft_versions
 from envforge.rules.draft_workspace import write_draft_workspace
 from envforge.rules.questions import write_questions
 from envforge.rules.text import RulesText
@@ -146,19 +148,57 @@ def draft_command(
         "--spec",
         help="An env.toml the version must implement (the first version's, for later ones).",
     ),
+    model: str = typer.Option(
+        None,
+        "--model",
+        help="Draft with envforge's agent loop and this model (as translate takes it); "
+        "without it, write a workspace for your own agent.",
+    ),
+    versions: int = typer.Option(
+        1, "--versions", min=1, max=5, help="With --model: independent versions, v1..vN."
+    ),
+    budget_usd: str = typer.Option(
+        "2", "--budget-usd", help="With --model: most all versions together may spend (USD)."
+    ),
+    ledger: Path = typer.Option(None, "--ledger", help="Cost ledger (as translate's)."),
 ) -> None:
-    """Write a workspace in which your coding agent drafts one version of a reference from the
-    rules text (with rule cases and a ./check)."""
+    """Draft a version of a reference from the rules text: a workspace for your coding agent,
+    or (--model) envforge's own agent loop, --versions times, priced into the ledger."""
     text = RulesText.load(rules)
     if not name.isidentifier():
         raise BadInput(f"--name must be a Python identifier, got {name!r}")
     folder = out or Path(f"envforge-rules-{name}")
-    written = write_draft_workspace(text, name, folder, load_spec(spec) if spec else None, spec)
     console = Console()
-    console.print(f"workspace: {written}")
-    console.print(
-        f"next: cd {folder} and start your agent there; it reads AGENTS.md and runs ./check"
-    )
+    if model is None:
+        if versions != 1:
+            raise BadInput("--versions needs --model (without it, draft one workspace per run)")
+        written = write_draft_workspace(text, name, folder, load_spec(spec) if spec else None, spec)
+        console.print(f"workspace: {written}")
+        console.print(
+            f"next: cd {folder}, start your agent there; it reads AGENTS.md, runs ./check"
+        )
+        return
+    if spec is not None:
+        raise BadInput("--spec with --model: v1 drafts the spec the later versions implement")
+    budget = None if budget_usd.strip().lower() == "none" else _usd(budget_usd)
+    outcome = draft_versions(text, name, folder, versions, model, budget, ledger)
+    for v in outcome.versions:
+        state = "rule cases pass" if v.checked else "rule cases do not pass"
+        console.print(f"{v.folder}: {v.status}, {v.calls} model calls, {state}")
+    console.print(f"job {outcome.job}: {outcome.model}, ${outcome.cost_usd}")
+    drafted = [v for v in outcome.versions if v.checked]
+    if len(drafted) > 1:
+        refs = " ".join(f"{v.folder}/{name}.py:{class_name(name)}" for v in drafted)
+        console.print(f"next: envforge rules compare {rules} {refs} --spec {folder}/v1/env.toml")
+    raise typer.Exit(0 if len(drafted) == len(outcome.versions) else 1)
+
+
+def _usd(text: str) -> Decimal:
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise BadInput(f"--budget-usd: expected a number of dollars, got {text!r}") from None
+    return bounds.check("--budget-usd", value, bounds.USD)
 
 
 def register(root: typer.Typer) -> None:
