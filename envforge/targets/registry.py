@@ -65,7 +65,6 @@ class Target:
     """The port's own source files inside its folder (mutation, prompts), when not a module."""
     tape_kit: bool = False
     """An agent writing this target gets envforge's draw interface for tape/distribution specs."""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def load_code(self, attribute: str) -> Any:
         """The code one of the ``module:attribute`` fields names (None when unset)."""
