@@ -12,6 +12,11 @@ from rich.console import Console
 
 from envforge import bounds
 from envforge.errors import BadInput
+from envforge.external.optimize_workspace import (
+    BENCH_SCRIPT,
+    PROFILE_SCRIPT,
+    write_optimize_workspace,
+)
 from envforge.external.workspace import TASK_FILES, VERIFY_SCRIPT, write_workspace
 from envforge.preflight import check_translate
 from envforge.spec_lookup import spec_for_name, spec_for_reference
@@ -35,6 +40,18 @@ def prompt_command(
         help="Workspace folder (default ./envforge-<env>-<target>).",
     ),
     levels: str = typer.Option("0-3", "--levels", help="Levels the port must pass."),
+    optimize: bool = typer.Option(
+        False,
+        "--optimize",
+        help="The task is to make a verified port faster: port/ starts as the shipped port "
+        "(or --port), with ./bench and ./profile beside ./verify.",
+    ),
+    port: str = typer.Option(
+        None,
+        "--port",
+        callback=bounds.text_option(),
+        help="With --optimize: start from this port (a folder or module) instead of the shipped one.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
 ) -> None:
     """Write a workspace with the porting task for your own coding agent, and a ./verify."""
@@ -47,16 +64,23 @@ def prompt_command(
     wanted = parse_levels(levels)
     if not wanted or max(wanted) > 3:
         raise BadInput("--levels: give some of levels 0-3")
+    if port is not None and not optimize:
+        raise BadInput("--port: only with --optimize (the port to make faster)")
     check_translate(env_spec, target)  # ./verify will need the same tools
-    folder = out or Path(f"envforge-{env_spec.name}-{target}")
-    config = write_workspace(env_spec, target, folder, levels)
+    folder = out or Path(f"envforge-{env_spec.name}-{target}" + ("-optimize" if optimize else ""))
+    if optimize:
+        config = write_optimize_workspace(env_spec, target, folder, levels, port)
+    else:
+        config = write_workspace(env_spec, target, folder, levels)
+    scripts = [VERIFY_SCRIPT, *((BENCH_SCRIPT, PROFILE_SCRIPT) if optimize else ())]
     if as_json:
-        written = [*TASK_FILES, VERIFY_SCRIPT, "reference/", "port/"]
+        written = [*TASK_FILES, *scripts, "reference/", "port/"]
         print(json.dumps({"workspace": str(config.root), "files": written, "port": config.port}))
         return
     console = Console()
     console.print(f"workspace: {config.root}")
-    console.print(f"  task: {', '.join(TASK_FILES)}; reference/; port/; ./{VERIFY_SCRIPT}")
+    shown = "; ".join(f"./{name}" for name in scripts)
+    console.print(f"  task: {', '.join(TASK_FILES)}; reference/; port/; {shown}")
     console.print(
         f"next: cd {folder} and start your agent (claude, gemini or codex) there; "
         "it reads the task and runs ./verify (docs/AGENTS.md)"

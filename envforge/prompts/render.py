@@ -352,8 +352,14 @@ def missing_port_task(error: str, port_path: str) -> str:
 
 
 def optimize_task(
-    port_path: str, levels: str, steps_per_second: float, batch_size: int, device: str
+    port_path: str,
+    levels: str,
+    steps_per_second: float,
+    batch_size: int,
+    device: str,
+    language: str = "python",
 ) -> str:
+    """The optimize round's task; ``language`` is the target's code fence (python, rust)."""
     return render(
         "optimize.j2",
         port_path=port_path,
@@ -361,6 +367,7 @@ def optimize_task(
         steps_per_second=steps_per_second,
         batch_size=batch_size,
         device=device,
+        language=language,
     )
 
 
