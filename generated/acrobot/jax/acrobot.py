@@ -10,30 +10,24 @@ gymnasium's TimeLimit wrapper does. The reference computes in float64; this port
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-
-@dataclass(frozen=True)
-class EnvParams:
-    dt: float = 0.2
-    LINK_LENGTH_1: float = 1.0
-    LINK_MASS_1: float = 1.0
-    LINK_MASS_2: float = 1.0
-    LINK_COM_POS_1: float = 0.5
-    LINK_COM_POS_2: float = 0.5
-    LINK_MOI: float = 1.0
-    MAX_VEL_1: float = 4 * math.pi
-    MAX_VEL_2: float = 9 * math.pi
-    AVAIL_TORQUE: tuple[float, float, float] = (-1.0, 0.0, 1.0)
-    g: float = 9.8
-    max_episode_steps: int = 500
-
-
-PARAMS = EnvParams()
+# the reference's constants, by its names (AcrobotEnv's class attributes)
+DT = 0.2
+LINK_LENGTH_1 = 1.0
+LINK_MASS_1 = 1.0
+LINK_MASS_2 = 1.0
+LINK_COM_POS_1 = 0.5
+LINK_COM_POS_2 = 0.5
+LINK_MOI = 1.0
+MAX_VEL_1 = 4 * math.pi
+MAX_VEL_2 = 9 * math.pi
+AVAIL_TORQUE = (-1.0, 0.0, 1.0)
+G = 9.8
+MAX_EPISODE_STEPS = 500  # the TimeLimit wrapper's max_episode_steps
 
 
 class EnvState(NamedTuple):
@@ -44,19 +38,19 @@ class EnvState(NamedTuple):
     time: jax.Array  # steps since reset: the TimeLimit wrapper's counter
 
 
-def reset(seed: jax.Array, params: EnvParams = PARAMS) -> EnvState:
+def reset(seed: jax.Array) -> EnvState:
     key = jax.random.PRNGKey(seed)
     theta1, theta2, dtheta1, dtheta2 = jax.random.uniform(key, (4,), jnp.float32, -0.1, 0.1)
     return EnvState(theta1, theta2, dtheta1, dtheta2, jnp.int32(0))
 
 
-def _dsdt(s: jax.Array, a: jax.Array, params: EnvParams) -> jax.Array:
+def _dsdt(s: jax.Array, a: jax.Array) -> jax.Array:
     """Time derivative of (theta1, theta2, dtheta1, dtheta2) under torque ``a`` ("book")."""
-    m1, m2 = params.LINK_MASS_1, params.LINK_MASS_2
-    l1 = params.LINK_LENGTH_1
-    lc1, lc2 = params.LINK_COM_POS_1, params.LINK_COM_POS_2
-    I1 = I2 = params.LINK_MOI
-    g = params.g
+    m1, m2 = LINK_MASS_1, LINK_MASS_2
+    l1 = LINK_LENGTH_1
+    lc1, lc2 = LINK_COM_POS_1, LINK_COM_POS_2
+    I1 = I2 = LINK_MOI
+    g = G
     theta1, theta2, dtheta1, dtheta2 = s[0], s[1], s[2], s[3]
     d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * jnp.cos(theta2)) + I1 + I2
     d2 = m2 * (lc2**2 + l1 * lc2 * jnp.cos(theta2)) + I2
@@ -74,14 +68,14 @@ def _dsdt(s: jax.Array, a: jax.Array, params: EnvParams) -> jax.Array:
     return jnp.stack([dtheta1, dtheta2, ddtheta1, ddtheta2])
 
 
-def _rk4(s: jax.Array, a: jax.Array, params: EnvParams) -> jax.Array:
+def _rk4(s: jax.Array, a: jax.Array) -> jax.Array:
     """One RK4 step over [0, dt], as the reference's ``rk4`` with ``t = [0, dt]``."""
-    dt = params.dt
+    dt = DT
     dt2 = dt / 2.0
-    k1 = _dsdt(s, a, params)
-    k2 = _dsdt(s + dt2 * k1, a, params)
-    k3 = _dsdt(s + dt2 * k2, a, params)
-    k4 = _dsdt(s + dt * k3, a, params)
+    k1 = _dsdt(s, a)
+    k2 = _dsdt(s + dt2 * k1, a)
+    k3 = _dsdt(s + dt2 * k2, a)
+    k4 = _dsdt(s + dt * k3, a)
     return s + dt / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
 
 
@@ -97,20 +91,20 @@ def terminal(theta1: jax.Array, theta2: jax.Array) -> jax.Array:
 
 
 def step(
-    state: EnvState, action: jax.Array, params: EnvParams = PARAMS
+    state: EnvState, action: jax.Array
 ) -> tuple[EnvState, jax.Array, jax.Array, jax.Array, jax.Array]:
-    torque = jnp.asarray(params.AVAIL_TORQUE, jnp.float32)[action]
+    torque = jnp.asarray(AVAIL_TORQUE, jnp.float32)[action]
     s = jnp.stack([state.theta1, state.theta2, state.dtheta1, state.dtheta2])
-    ns = _rk4(s, torque, params)
+    ns = _rk4(s, torque)
     theta1 = wrap(ns[0], -jnp.pi, jnp.pi)
     theta2 = wrap(ns[1], -jnp.pi, jnp.pi)
-    dtheta1 = jnp.clip(ns[2], -params.MAX_VEL_1, params.MAX_VEL_1)
-    dtheta2 = jnp.clip(ns[3], -params.MAX_VEL_2, params.MAX_VEL_2)
+    dtheta1 = jnp.clip(ns[2], -MAX_VEL_1, MAX_VEL_1)
+    dtheta2 = jnp.clip(ns[3], -MAX_VEL_2, MAX_VEL_2)
     time = state.time + 1
     new_state = EnvState(theta1, theta2, dtheta1, dtheta2, time)
     terminated = terminal(theta1, theta2)
     reward = jnp.where(terminated, 0.0, -1.0).astype(jnp.float32)
-    truncated = time >= params.max_episode_steps
+    truncated = time >= MAX_EPISODE_STEPS
     return new_state, observe(new_state), reward, terminated, truncated
 
 

@@ -9,26 +9,20 @@ computes in float64; this port is float32.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-
-@dataclass(frozen=True)
-class EnvParams:
-    min_position: float = -1.2
-    max_position: float = 0.6
-    max_speed: float = 0.07
-    goal_position: float = 0.5
-    goal_velocity: float = 0.0
-    force: float = 0.001
-    gravity: float = 0.0025
-    max_episode_steps: int = 200
-
-
-PARAMS = EnvParams()
+# the reference's constants, by its names (MountainCarEnv.__init__)
+MIN_POSITION = -1.2
+MAX_POSITION = 0.6
+MAX_SPEED = 0.07
+GOAL_POSITION = 0.5
+GOAL_VELOCITY = 0.0
+FORCE = 0.001
+GRAVITY = 0.0025
+MAX_EPISODE_STEPS = 200  # the TimeLimit wrapper's max_episode_steps
 
 
 class EnvState(NamedTuple):
@@ -37,26 +31,26 @@ class EnvState(NamedTuple):
     time: jax.Array  # steps since reset: the TimeLimit wrapper's counter
 
 
-def reset(seed: jax.Array, params: EnvParams = PARAMS) -> EnvState:
+def reset(seed: jax.Array) -> EnvState:
     key = jax.random.PRNGKey(seed)
     position = jax.random.uniform(key, (), jnp.float32, -0.6, -0.4)
     return EnvState(position, jnp.float32(0.0), jnp.int32(0))
 
 
 def step(
-    state: EnvState, action: jax.Array, params: EnvParams = PARAMS
+    state: EnvState, action: jax.Array
 ) -> tuple[EnvState, jax.Array, jax.Array, jax.Array, jax.Array]:
     position, velocity = state.position, state.velocity
-    velocity = velocity + (action - 1) * params.force + jnp.cos(3 * position) * (-params.gravity)
-    velocity = jnp.clip(velocity, -params.max_speed, params.max_speed)
+    velocity = velocity + (action - 1) * FORCE + jnp.cos(3 * position) * (-GRAVITY)
+    velocity = jnp.clip(velocity, -MAX_SPEED, MAX_SPEED)
     position = position + velocity
-    position = jnp.clip(position, params.min_position, params.max_position)
+    position = jnp.clip(position, MIN_POSITION, MAX_POSITION)
     # the left wall is inelastic: the reference zeroes a leftward velocity there
-    velocity = jnp.where((position == params.min_position) & (velocity < 0), 0.0, velocity)
-    terminated = (position >= params.goal_position) & (velocity >= params.goal_velocity)
+    velocity = jnp.where((position == MIN_POSITION) & (velocity < 0), 0.0, velocity)
+    terminated = (position >= GOAL_POSITION) & (velocity >= GOAL_VELOCITY)
     time = state.time + 1
     new_state = EnvState(position.astype(jnp.float32), velocity.astype(jnp.float32), time)
-    truncated = time >= params.max_episode_steps
+    truncated = time >= MAX_EPISODE_STEPS
     return new_state, observe(new_state), jnp.float32(-1.0), terminated, truncated
 
 

@@ -11,27 +11,21 @@ promotion rules, then computes in float32 too), so this float32 port matches it 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-
-@dataclass(frozen=True)
-class EnvParams:
-    min_action: float = -1.0
-    max_action: float = 1.0
-    min_position: float = -1.2
-    max_position: float = 0.6
-    max_speed: float = 0.07
-    goal_position: float = 0.45
-    goal_velocity: float = 0.0
-    power: float = 0.0015
-    max_episode_steps: int = 999
-
-
-PARAMS = EnvParams()
+# the reference's constants, by its names (Continuous_MountainCarEnv.__init__)
+MIN_ACTION = -1.0
+MAX_ACTION = 1.0
+MIN_POSITION = -1.2
+MAX_POSITION = 0.6
+MAX_SPEED = 0.07
+GOAL_POSITION = 0.45
+GOAL_VELOCITY = 0.0
+POWER = 0.0015
+MAX_EPISODE_STEPS = 999  # the TimeLimit wrapper's max_episode_steps
 
 
 class EnvState(NamedTuple):
@@ -40,30 +34,30 @@ class EnvState(NamedTuple):
     time: jax.Array  # steps since reset: the TimeLimit wrapper's counter
 
 
-def reset(seed: jax.Array, params: EnvParams = PARAMS) -> EnvState:
+def reset(seed: jax.Array) -> EnvState:
     key = jax.random.PRNGKey(seed)
     position = jax.random.uniform(key, (), jnp.float32, -0.6, -0.4)
     return EnvState(position, jnp.float32(0.0), jnp.int32(0))
 
 
 def step(
-    state: EnvState, action: jax.Array, params: EnvParams = PARAMS
+    state: EnvState, action: jax.Array
 ) -> tuple[EnvState, jax.Array, jax.Array, jax.Array, jax.Array]:
     action = jnp.asarray(action, jnp.float32).reshape(-1)
     position, velocity = state.position, state.velocity
-    force = jnp.clip(action[0], params.min_action, params.max_action)
-    velocity = velocity + force * params.power - 0.0025 * jnp.cos(3 * position)
-    velocity = jnp.clip(velocity, -params.max_speed, params.max_speed)
+    force = jnp.clip(action[0], MIN_ACTION, MAX_ACTION)
+    velocity = velocity + force * POWER - 0.0025 * jnp.cos(3 * position)
+    velocity = jnp.clip(velocity, -MAX_SPEED, MAX_SPEED)
     position = position + velocity
-    position = jnp.clip(position, params.min_position, params.max_position)
+    position = jnp.clip(position, MIN_POSITION, MAX_POSITION)
     # the left wall is inelastic: the reference zeroes a leftward velocity there
-    velocity = jnp.where((position == params.min_position) & (velocity < 0), 0.0, velocity)
-    terminated = (position >= params.goal_position) & (velocity >= params.goal_velocity)
+    velocity = jnp.where((position == MIN_POSITION) & (velocity < 0), 0.0, velocity)
+    terminated = (position >= GOAL_POSITION) & (velocity >= GOAL_VELOCITY)
     # the penalty uses the raw action, not the clipped force
     reward = jnp.where(terminated, 100.0, 0.0) - action[0] ** 2 * 0.1
     time = state.time + 1
     new_state = EnvState(position.astype(jnp.float32), velocity.astype(jnp.float32), time)
-    truncated = time >= params.max_episode_steps
+    truncated = time >= MAX_EPISODE_STEPS
     return new_state, observe(new_state), reward.astype(jnp.float32), terminated, truncated
 
 

@@ -9,25 +9,19 @@ reference computes in float64; this port is float32.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-
-@dataclass(frozen=True)
-class EnvParams:
-    max_speed: float = 8.0
-    max_torque: float = 2.0
-    dt: float = 0.05
-    g: float = 10.0
-    m: float = 1.0
-    l: float = 1.0  # noqa: E741 - the reference's name for the pendulum's length
-    max_episode_steps: int = 200
-
-
-PARAMS = EnvParams()
+# the reference's constants, by its names (PendulumEnv.__init__)
+MAX_SPEED = 8.0
+MAX_TORQUE = 2.0
+DT = 0.05
+G = 10.0
+M = 1.0
+L = 1.0  # the pendulum's length (the reference's l)
+MAX_EPISODE_STEPS = 200  # the TimeLimit wrapper's max_episode_steps
 
 
 class EnvState(NamedTuple):
@@ -40,7 +34,7 @@ def angle_normalize(x: jax.Array) -> jax.Array:
     return ((x + jnp.pi) % (2 * jnp.pi)) - jnp.pi
 
 
-def reset(seed: jax.Array, params: EnvParams = PARAMS) -> EnvState:
+def reset(seed: jax.Array) -> EnvState:
     key = jax.random.PRNGKey(seed)
     high = jnp.array([jnp.pi, 1.0], jnp.float32)
     theta, theta_dot = jax.random.uniform(key, (2,), jnp.float32, -high, high)
@@ -48,20 +42,18 @@ def reset(seed: jax.Array, params: EnvParams = PARAMS) -> EnvState:
 
 
 def step(
-    state: EnvState, action: jax.Array, params: EnvParams = PARAMS
+    state: EnvState, action: jax.Array
 ) -> tuple[EnvState, jax.Array, jax.Array, jax.Array, jax.Array]:
     th, thdot = state.theta, state.theta_dot
-    g, m, l, dt = params.g, params.m, params.l, params.dt  # noqa: E741
-    u = jnp.clip(
-        jnp.asarray(action, jnp.float32).reshape(-1)[0], -params.max_torque, params.max_torque
-    )
+    g, m, l, dt = G, M, L, DT  # noqa: E741
+    u = jnp.clip(jnp.asarray(action, jnp.float32).reshape(-1)[0], -MAX_TORQUE, MAX_TORQUE)
     costs = angle_normalize(th) ** 2 + 0.1 * thdot**2 + 0.001 * (u**2)
     newthdot = thdot + (3 * g / (2 * l) * jnp.sin(th) + 3.0 / (m * l**2) * u) * dt
-    newthdot = jnp.clip(newthdot, -params.max_speed, params.max_speed)
+    newthdot = jnp.clip(newthdot, -MAX_SPEED, MAX_SPEED)
     newth = th + newthdot * dt
     time = state.time + 1
     new_state = EnvState(newth, newthdot, time)
-    truncated = time >= params.max_episode_steps
+    truncated = time >= MAX_EPISODE_STEPS
     return new_state, observe(new_state), -costs, jnp.bool_(False), truncated
 
 
