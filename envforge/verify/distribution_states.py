@@ -21,8 +21,9 @@ horizon, and states that make the reference run lines of its step nothing else r
    reshuffle is in rlcard, not in the adapter file coverage counts).
 3. **Selection.** Every witness is tested (rare-branch and rare-event witnesses with
    ``RARE_FACTOR`` times the samples: the rare-event checks), and ``[rng] states`` (times
-   ``--scale``) more states spread over the sources; then ``SCREEN_STATES`` states are screened with few samples each.
-   Spread and screened states prefer observations no chosen state has.
+   ``--scale``) more states spread over the sources; then ``SCREEN_STATES`` states are
+   screened with few samples each. Spread and screened states prefer observations no chosen
+   state has.
 """
 
 from __future__ import annotations
