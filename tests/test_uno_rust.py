@@ -20,7 +20,6 @@ from conftest import ROOT, apply_patch
 from test_rust_tape import QUICK, needs_rust
 
 from envforge.spec_lookup import spec_for_name
-from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 
 pytest.importorskip("rlcard")
@@ -143,12 +142,3 @@ def test_the_random_agent_choosing_among_one_more_action_is_an_rng_tape_finding(
     assert "the port asked choice of" in finding.message
     assert Path(finding.port_lines[0].file).name == "uno.rs"
     assert finding.port_lines[0].line in patched.lines
-
-
-@needs_rust
-@pytest.mark.slow
-def test_policies_trained_on_the_uno_rust_port_score_the_same_on_rlcard() -> None:
-    """L4 on the Rust port: PPO trained through the host loop, evaluated on both sides."""
-    options = VerifyOptions(isolate=False, sandbox=None)
-    level = verify(spec_for_name("uno"), PORT, [4], options).levels[0]
-    assert level.status == "pass", (level.summary, [f.message for f in level.findings])
