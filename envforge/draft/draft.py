@@ -23,6 +23,7 @@ from envforge.backends.attrs import SEED
 from envforge.backends.gymnasium import OBSERVATION_METHODS
 from envforge.draft.fields import FieldDraft, draft_fields
 from envforge.draft.probe import Probe, env_factory, probe, rebuilt_on_reset, state_attributes
+from envforge.draft.ranges import check_ranges
 from envforge.draft.render import action_table, events_seen, observation_table
 from envforge.draft.selfcheck import SelfCheckConfig, SelfCheckResult, reference_driver, self_check
 from envforge.draft.source import termination_guess
@@ -60,6 +61,8 @@ class Draft:
     rng: dict[str, Any] = field(default_factory=lambda: {"mode": "sync"})
     options: dict[str, Any] = field(default_factory=dict)
     rng_note: str = ""
+    scales: dict[str, float] = field(default_factory=dict)
+    """The largest magnitude the observation and the reward took while tolerances were measured."""
     check: SelfCheckResult | None = None
     root: Any = None
 
@@ -115,6 +118,8 @@ def draft_spec(
         options=dict(options or {}),
     )
     _propose_modes(draft)
+    say("stepping the reference from the ends of the drafted ranges")
+    check_ranges(draft)
     propose_tolerance(draft)
     say("stepping the reference through the draft")
     propose_reload_tolerance(draft)
@@ -151,13 +156,19 @@ def _propose_modes(draft: Draft) -> None:
             'draws are recorded and replayed to the port (step = "tape"; tape_size twice '
             'the most seen, at least 16); step = "distribution" compares samples instead (docs/SPEC.md)'
         )
-    floats = [f for f in draft.fields if f.dtype.startswith("float")]
-    draft.compare = {"mode": "tolerance" if floats else "exact"}
+    inexact = [f for f in draft.fields if not f.exact]
+    whole = [f.name for f in draft.fields if f.dtype.startswith("float") and f.integral]
+    draft.compare = {"mode": "tolerance" if inexact else "exact"}
     draft.compare_note = (
         "float state: a port computing in float32 differs from float64 arithmetic"
-        if floats
+        if inexact
         else "integer state: transitions must agree exactly"
     )
+    if whole:
+        draft.compare_note += (
+            f"; {', '.join(whole)} held only whole numbers (floats on the reference): compared "
+            "exactly (atol = 0), a tolerance would let a port change them by a whole unit"
+        )
 
 
 def _leave_out_unneeded(draft: Draft, config: SelfCheckConfig | None, say: Progress) -> None:

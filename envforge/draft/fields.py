@@ -37,6 +37,23 @@ class FieldDraft:
     atol: float | None = None
     pad: float | None = None
     notes: list[str] = field(default_factory=list)
+    integral: bool = False
+    """Every value the probe saw was a whole number (ints, bools, a 0/1 map kept as floats):
+    compared exactly, never within a tolerance."""
+    seen: tuple[float, float] | None = None
+    """The smallest and largest value the probe saw (the drafted range may add headroom)."""
+
+    @property
+    def exact(self) -> bool:
+        """Compared exactly: not a float, or a float that only ever held whole numbers."""
+        return self.integral or not self.dtype.startswith("float")
+
+    @property
+    def scale(self) -> float:
+        """The largest magnitude the field took: no tolerance may be wider than a part of it."""
+        if self.seen is None:
+            return 0.0
+        return float(max(abs(self.seen[0]), abs(self.seen[1])))
 
     def table(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "dtype": self.dtype}
@@ -79,8 +96,11 @@ def _round_out(value: float, up: bool) -> float:
     return float(f"{steps}e{exponent}")
 
 
-def range_note(lo: float, hi: float, dtype: str, seen: str) -> tuple[float, float, str]:
-    """The drafted range for values seen in ``[lo, hi]``, and the comment that says so."""
+def range_note(
+    lo: float, hi: float, dtype: str, seen: str, integral: bool = False
+) -> tuple[float, float, str]:
+    """The drafted range for values seen in ``[lo, hi]``, and the comment that says so
+    (``integral``: a float field that only held whole numbers gets no headroom)."""
     if dtype == "bool":
         return 0, 1, f"a flag (observed over {seen}: {int(lo)}..{int(hi)})"
     if np.dtype(dtype).kind in "iu":
@@ -88,6 +108,13 @@ def range_note(lo: float, hi: float, dtype: str, seen: str) -> tuple[float, floa
             int(lo),
             int(hi),
             f"observed over {seen} ({int(lo)}..{int(hi)}): widen it to every valid value",
+        )
+    if integral:
+        return (
+            float(lo),
+            float(hi),
+            f"observed over {seen} ({lo:g}..{hi:g}), whole numbers only, so no headroom: "
+            "widen it to every valid value",
         )
     span = hi - lo if hi > lo else max(abs(hi), 1.0)
     low, high = _round_out(lo - HEADROOM * span, False), _round_out(hi + HEADROOM * span, True)
@@ -98,15 +125,29 @@ def range_note(lo: float, hi: float, dtype: str, seen: str) -> tuple[float, floa
     )
 
 
-def _range(stats: AttrStats, k: int | None, dtype: str, probe: Probe) -> tuple[float, float, str]:
+def seen_range(stats: AttrStats, k: int | None) -> tuple[float, float]:
+    """The smallest and largest value the probe saw (of element ``k``, or of all elements)."""
     assert stats.low is not None and stats.high is not None
     lo = float(stats.low.reshape(-1)[k] if k is not None else stats.low.min())
     hi = float(stats.high.reshape(-1)[k] if k is not None else stats.high.max())
+    return lo, hi
+
+
+def whole_numbers(stats: AttrStats, k: int | None) -> bool:
+    """Every value of the attribute (element ``k``, or all elements) seen was a whole number."""
+    if stats.integral is None:
+        return False
+    return bool(np.ravel(stats.integral)[k] if k is not None else np.all(stats.integral))
+
+
+def _range(stats: AttrStats, k: int | None, dtype: str, probe: Probe) -> tuple[float, float, str]:
+    lo, hi = seen_range(stats, k)
     space = probe.observation_space
     if stats.equals_obs and hasattr(space, "n"):
         start = int(getattr(space, "start", 0))
         return start, start + int(space.n) - 1, f"the observation space: Discrete({space.n})"
-    return range_note(lo, hi, dtype, f"{probe.episodes} random episodes")
+    integral = whole_numbers(stats, k)
+    return range_note(lo, hi, dtype, f"{probe.episodes} random episodes", integral)
 
 
 def _unique(name: str, taken: set[str]) -> str:
@@ -185,6 +226,7 @@ def seed_field(probe: Probe, rebuilt: list[str], taken: set[str]) -> FieldDraft:
         SEED,
         low=0,
         high=2**32 - 1,
+        integral=True,
         notes=[
             f"GUESS: reset builds objects that change with the seed and are no numbers "
             f"({', '.join(rebuilt)}): the Driver resets the fresh instance with this seed "
@@ -215,6 +257,8 @@ def _padded_field(stats: AttrStats, probe: Probe, taken: set[str]) -> FieldDraft
         low=int(lo) if dtype != "float64" else lo,
         high=int(hi) if dtype != "float64" else hi,
         pad=pad,
+        integral=whole_numbers(stats, None),
+        seen=(lo, hi),
         notes=[
             f"{stats.name} is a list whose length changes (longest seen: {stats.longest}): "
             f"its elements, then pad = {pad:g} (no element took it) up to {cap} (GUESS: the "
@@ -273,6 +317,8 @@ def draft_fields(
                         low=low,
                         high=high,
                         notes=[f"{stats.name} {where}", *body, how, f"range: {why}", *dtype_notes],
+                        integral=whole_numbers(stats, k),
+                        seen=seen_range(stats, k),
                     )
                 )
             continue
@@ -292,6 +338,8 @@ def draft_fields(
                 low=low,
                 high=high,
                 notes=[f"{stats.name} {where}", *body, f"range: {why}", *dtype_notes],
+                integral=whole_numbers(stats, None),
+                seen=seen_range(stats, None),
             )
         )
     if probe.max_episode_steps is not None:
@@ -305,6 +353,8 @@ def draft_fields(
                 high=probe.max_episode_steps,
                 aliases=("_elapsed_steps",),
                 notes=["the TimeLimit wrapper's step counter: it decides truncation"],
+                integral=True,
+                seen=(0, probe.max_episode_steps),
             )
         )
     if rebuilt:

@@ -17,7 +17,7 @@ import numpy as np
 from envforge.backends.attrs import ELAPSED_STEPS, owner, refresh_contacts, set_value
 from envforge.backends.base import State, Transition, batch_size
 from envforge.backends.gymnasium import GymnasiumDriver, core
-from envforge.draft.snapshot import Value, differing, snapshot
+from envforge.draft.snapshot import Value, differing, is_body, snapshot
 from envforge.rng.draws import row_seeds
 from envforge.rng.recorder import RowLog, recording
 
@@ -190,11 +190,11 @@ def _copy_over(name: str, live: LiveBatch, i: int, driver: GymnasiumDriver) -> N
     else:
         to, attr = owner(target, name)
         value = getattr(owner(source, name)[0], attr)
-        if "." in name:  # a member of a body (a b2Vec2 is copied as its numbers)
+        if is_body(to):  # a member of a body (a b2Vec2 is copied as its numbers)
             set_value(to, attr, value if isinstance(value, bool | int | float) else tuple(value))
             refresh_contacts([to])
-        else:
-            setattr(target, name, copy.deepcopy(value))
+        else:  # an attribute of the env, or of an object it holds (env.game.board)
+            setattr(to, attr, copy.deepcopy(value))
 
 
 def first_row(state: State, i: int) -> State:

@@ -43,6 +43,8 @@ class AttrStats:
     """Most elements seen (lists)."""
     equals_obs: bool = True
     """Its value was the observation after every reset and step (a tabular env's state index)."""
+    integral: np.ndarray | None = None
+    """Per element: every value seen was a whole number (a 0/1 map kept as floats)."""
 
     def see(self, value: Value, after_step: bool, obs: np.ndarray) -> None:
         self.kinds.add(value.kind)
@@ -59,15 +61,19 @@ class AttrStats:
         if value.kind == LIST:  # elementwise ranges make no sense for a list: one range
             self.equals_obs = False
             if a.size:
+                whole = np.asarray(_whole(a).all())
+                self.integral = whole if self.integral is None else self.integral & whole
                 lo, hi = np.asarray(a.min(), np.float64), np.asarray(a.max(), np.float64)
                 self.low = lo if self.low is None else np.minimum(self.low, lo)
                 self.high = hi if self.high is None else np.maximum(self.high, hi)
             return
         if self.low is None or self.high is None or self.low.shape != a.shape:
             self.low, self.high = a.astype(np.float64), a.astype(np.float64)
+            self.integral = _whole(a)
         else:
             self.low = np.minimum(self.low, a)
             self.high = np.maximum(self.high, a)
+            self.integral = _whole(a) & (True if self.integral is None else self.integral)
         if a.shape != np.shape(obs) or not np.array_equal(a, obs):
             self.equals_obs = False
 
@@ -90,6 +96,15 @@ class AttrStats:
         """The dtype ``step`` stores (what a port computes in), else the reset's."""
         counts = self.dtypes_after_step or self.dtypes_after_reset
         return counts.most_common(1)[0][0]
+
+
+def _whole(a: np.ndarray) -> np.ndarray:
+    """Elementwise: a whole number (ints and bools always; floats when finite and integral)."""
+    if a.dtype.kind in "biu":
+        return np.ones(a.shape, dtype=bool)
+    a64 = np.asarray(a, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(a64) & (a64 == np.round(a64))
 
 
 @dataclass

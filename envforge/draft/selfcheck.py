@@ -30,7 +30,7 @@ from envforge.backends.recipe import build_driver, reference_recipe
 from envforge.draft.live import LiveBatch, first_row
 from envforge.errors import BadInput, ContractViolation
 from envforge.spec import EnvSpec
-from envforge.verify.compare import Diff, compare_transitions
+from envforge.verify.compare import Diff, compare_transitions, values_close
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.policies import rollout_policies
 
@@ -197,6 +197,8 @@ def _episodes(
                 # explaining it replayed the original to before this step: bring it back
                 env = int(rows[i])
                 live.replay(env, int(seeds[env]), [h[env] for h in history])
+        if result.levels[1] == "pass":  # after the steps: a step's own finding comes first
+            _check_observe(spec, driver, expected, rows, seeds, history, policy.name, t, result)
         keep = ~(expected.terminated | expected.truncated)
         rows = rows[keep]
         if not len(rows) or all(s == "fail" for s in result.levels.values()):
@@ -206,6 +208,58 @@ def _episodes(
             if level in stepped:
                 chains[level] = take_state(stepped[level].state, keep)
         obs = expected.obs[keep]
+
+
+def _check_observe(
+    spec: EnvSpec,
+    driver: Any,
+    expected: Transition,
+    rows: np.ndarray,
+    seeds: np.ndarray,
+    history: list[np.ndarray],
+    policy: str,
+    t: int,
+    result: SelfCheckResult,
+) -> None:
+    """L1 also asks the Driver for the observation of each reached canonical state (what
+    ``observe`` and every level's observation of an injected state rest on): it must be the
+    observation the original returned. A field the observation reads that the draft left out
+    (or never found) makes them differ."""
+    try:
+        seen = np.asarray(driver.observe(expected.state))
+    except Exception as e:  # no way to observe a state (no _get_obs): L0 will say so
+        result.findings.append(
+            Finding(level=1, check="selfcheck.observe", message=f"self-check: observe: {e}")
+        )
+        result.levels[1] = "fail"
+        return
+    atol, rtol = spec.tolerance(None)
+    close = values_close(expected.obs, seen.astype(expected.obs.dtype), atol, rtol)
+    bad = np.flatnonzero(~close.reshape(len(close), -1).all(axis=1))
+    if not len(bad):
+        return
+    i = int(bad[0])
+    env = int(rows[i])
+    result.levels[1] = "fail"
+    result.findings.append(
+        Finding(
+            level=1,
+            check="selfcheck.observe",
+            message=(
+                f"self-check L1 ({LEVELS[1]}): policy {policy}, seed {int(seeds[env])}, step "
+                f"{t}: the observation of the reached state, written into a fresh instance, "
+                "differs from the one the original returned: the observation reads state the "
+                "canonical fields do not carry"
+            ),
+            fields=["obs"],
+            seed=int(seeds[env]),
+            step=t,
+            actions=[to_jsonable(h[env]) for h in history],
+            state_before=_row(first_row(expected.state, i)),
+            expected={"obs": to_jsonable(expected.obs[i])},
+            actual={"obs": to_jsonable(seen[i])},
+        )
+    )
 
 
 def _finding(

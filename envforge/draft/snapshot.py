@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ import numpy as np
 
 from envforge.backends.attrs import ELAPSED_STEPS
 from envforge.backends.gymnasium import core
+from envforge.rng.recorder_reach import NESTED_DEPTH, inner_env, is_nested, nested_list
 
 RNG = "rng"
 NUMERIC = "numeric"
@@ -107,6 +109,10 @@ def value_of(value: Any, shallow: bool = False) -> Value:
         return Value(NONE, None)
     if isinstance(value, np.random.Generator):
         return Value(RNG, repr(value.bit_generator.state))
+    if isinstance(value, np.random.RandomState | random.Random):
+        return Value(
+            RNG, repr(value.get_state() if hasattr(value, "get_state") else value.getstate())
+        )
     if isinstance(value, bool | int | float | np.number | np.bool_):
         return Value(NUMERIC, np.asarray(value))
     if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
@@ -126,22 +132,53 @@ def value_of(value: Any, shallow: bool = False) -> Value:
 
 
 def snapshot(env: Any, time_limit: Any = None, shallow: bool = False) -> dict[str, Value]:
-    """Every state-like attribute of ``env``'s core object, plus the TimeLimit counter."""
+    """Every state-like attribute of ``env``'s core object, plus the TimeLimit counter.
+
+    Plain objects it holds (a game object, a list of players) are looked into: their
+    attributes are snapshotted under dotted paths (``game.board``, ``game.players[0].hand``),
+    as is the core of a gymnasium env it holds (``inner.unwrapped.state``). An object reached
+    a second time (the dealer the game and its round share) is left out there."""
     out: dict[str, Value] = {}
-    bodies: list[Any] = []
-    for name, value in vars(core(env)).items():
-        if is_body(value):
-            if not _seen(value, bodies):
-                _body_values(name, value, out)
-        elif body_list(value):
-            for k, body in enumerate(value):
-                if not _seen(body, bodies):
-                    _body_values(f"{name}[{k}]", body, out)
-        elif not _skipped(value):
-            out[name] = value_of(value, shallow)
+    _snapshot_into(core(env), "", out, [], {id(core(env))}, 0, shallow)
     if time_limit is not None:
         out[ELAPSED_STEPS] = value_of(int(time_limit._elapsed_steps))
     return out
+
+
+def _snapshot_into(
+    obj: Any,
+    prefix: str,
+    out: dict[str, Value],
+    bodies: list[Any],
+    seen: set[int],
+    depth: int,
+    shallow: bool,
+) -> None:
+    for name, value in vars(obj).items():
+        path = f"{prefix}{name}"
+        if is_body(value):
+            if not _seen(value, bodies):
+                _body_values(path, value, out)
+        elif body_list(value):
+            for k, body in enumerate(value):
+                if not _seen(body, bodies):
+                    _body_values(f"{path}[{k}]", body, out)
+        elif depth < NESTED_DEPTH and inner_env(value) is not None:
+            inner = inner_env(value)
+            if id(inner) not in seen:
+                seen.add(id(inner))
+                _snapshot_into(inner, f"{path}.unwrapped.", out, bodies, seen, depth + 1, shallow)
+        elif depth < NESTED_DEPTH and is_nested(value):
+            if id(value) not in seen:
+                seen.add(id(value))
+                _snapshot_into(value, f"{path}.", out, bodies, seen, depth + 1, shallow)
+        elif depth < NESTED_DEPTH and nested_list(value):
+            for k, item in enumerate(value):
+                if id(item) not in seen:
+                    seen.add(id(item))
+                    _snapshot_into(item, f"{path}[{k}].", out, bodies, seen, depth + 1, shallow)
+        elif not _skipped(value):
+            out[path] = value_of(value, shallow)
 
 
 def differing(a: dict[str, Value], b: dict[str, Value]) -> list[str]:

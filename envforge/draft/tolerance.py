@@ -10,6 +10,7 @@ and the draft says so.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -42,15 +43,98 @@ def _nice_up(value: float) -> float:
 
 
 def propose_tolerance(draft: Draft, n: int = 64, steps: int = 24) -> None:
-    """Per float field: how far one float32 rounding of the state moves a step's result."""
+    """Per float field, and for the observation and reward: how far one float32 rounding of the
+    state moves a step's result (what a float32 port's arithmetic can move it by), times
+    ``NOISE_FACTOR``, capped at ``SCALE_FRACTION`` of the values' own scale.
+
+    Whole-number fields (ints, bools, a 0/1 map kept as floats) are exact and are not nudged
+    (a float32 port holds a whole number exactly). A nudged step whose whole-number outcome
+    changes (a flag, a counter, a map cell: a threshold crossed) is no float error and is left
+    out of the measurement. The observation and the reward get the tolerance measured on them,
+    never a state field's (``[compare] atol`` applies to both of them, and to no field)."""
     floats = [f for f in draft.fields if f.dtype.startswith("float")]
-    if not floats:
+    for f in floats:
+        f.atol = 0.0 if f.integral else None
+    inexact = [f for f in floats if not f.integral]
+    if not inexact:
         return
+    m = measure_noise(draft, inexact, n, steps)
+    if m is None:
+        for f in inexact:
+            f.atol = 0.0
+        draft.compare |= {"atol": 0.0, "rtol": 0.0}
+        draft.compare_note += (
+            "; no tolerance measured: stepping one canonical state twice gave two results (the "
+            "self-check shows what is missing), so every tolerance is 0: set them by hand"
+        )
+        return
+    capped = []
+    for f in inexact:
+        f.atol, was_capped = _bounded(m.noise[f.name], f.scale)
+        capped += [f.name] if was_capped else []
+    draft.scales = {"obs": m.obs_scale, "reward": m.reward_scale}
+    scale = _reload_scale(draft, "obs")
+    both = max(m.noise["obs"], m.noise["reward"])
+    atol, was_capped = _bounded(both, scale)
+    capped += ["obs/reward"] if was_capped else []
+    draft.compare["atol"] = atol
+    draft.compare["rtol"] = 0.0
+    draft.compare_note += (
+        f"; tolerances measured: {NOISE_FACTOR:g} x the largest change one float32 rounding "
+        "of the float state makes in a step (plus the float32 rounding of the result), per "
+        f"field, over {m.steps} steps of uniform random episodes; never more than "
+        f"{SCALE_FRACTION:.0%} of the largest magnitude the values took"
+    )
+    draft.compare_note += (
+        f". atol here is the observation's and reward's (measured on them: obs {m.noise['obs']:.2g}, "
+        f"reward {m.noise['reward']:.2g}); every float field has its own atol, whole-number "
+        "fields are exact"
+    )
+    if m.flipped:
+        draft.compare_note += (
+            f"; {m.flipped} nudged steps changed a whole-number outcome (a flag or a counter: "
+            "a threshold crossed), which is no float error: left out of the measurement"
+        )
+    if capped:
+        draft.compare_note += (
+            f"; capped at {SCALE_FRACTION:.0%} of their scale: {', '.join(capped)}"
+        )
+
+
+SCALE_FRACTION = 0.01
+"""A drafted tolerance is at most this part of the largest magnitude its values took: wider,
+and a port off by that much would pass."""
+
+
+def _bounded(noise: float, scale: float) -> tuple[float, bool]:
+    """``NOISE_FACTOR`` x the measured noise, at most ``SCALE_FRACTION`` x ``scale``; and
+    whether the cap cut it."""
+    want = _nice_up(NOISE_FACTOR * noise)
+    cap = SCALE_FRACTION * scale
+    if want > cap:
+        return float(f"{cap:.1e}"), True
+    return want, False
+
+
+@dataclass
+class Noise:
+    noise: dict[str, float]
+    """Per float field, ``obs`` and ``reward``: the largest change a float32 rounding made."""
+    obs_scale: float = 0.0
+    reward_scale: float = 0.0
+    steps: int = 0
+    flipped: int = 0
+    """Nudged steps whose whole-number outcome changed (left out)."""
+
+
+def measure_noise(draft: Draft, floats: list[FieldDraft], n: int, steps: int) -> Noise | None:
+    """The change one float32 rounding of ``floats`` makes in a step (None: stepping one
+    canonical state twice gave two results, so nothing can be measured)."""
     spec = draft.spec()
     driver = reference_driver(spec)
     rng = np.random.default_rng(19)
-    noise = {f.name: 0.0 for f in floats} | {"obs": 0.0, "reward": 0.0}
-    repeatable = True
+    m = Noise({f.name: 0.0 for f in floats} | {"obs": 0.0, "reward": 0.0})
+    whole = [f.name for f in draft.fields if f.exact]
     try:
         from envforge.verify.policies import random_actions
 
@@ -62,14 +146,18 @@ def propose_tolerance(draft: Draft, n: int = 64, steps: int = 24) -> None:
             exact, _ = driver.step_draws(state, acts, seeds, None)
             again, _ = driver.step_draws(state, acts, seeds, None)
             if not _same(exact, again):
-                repeatable = False  # the state does not decide the step: no noise to measure
-                break
+                return None  # the state does not decide the step: no noise to measure
             nudged = dict(state)
             for f in floats:
                 sign = rng.choice([-1.0, 1.0], size=state[f.name].shape)
                 nudged[f.name] = state[f.name] * (1 + sign * F32_EPS)
             moved, _ = driver.step_draws(nudged, acts, seeds, None)
-            _widen(noise, exact, moved, floats)
+            same = _same_outcome(exact, moved, whole)
+            m.flipped += int((~same).sum())
+            m.steps += len(acts)
+            _widen(m.noise, exact, moved, floats, same)
+            m.obs_scale = max(m.obs_scale, _largest(exact.obs))
+            m.reward_scale = max(m.reward_scale, _largest(exact.reward))
             live = ~(exact.terminated | exact.truncated)
             if not live.any():
                 break
@@ -77,22 +165,22 @@ def propose_tolerance(draft: Draft, n: int = 64, steps: int = 24) -> None:
             n = int(live.sum())
     finally:
         driver.close()
-    if not repeatable:
-        draft.compare |= {"atol": 1e-6, "rtol": 0.0}
-        draft.compare_note += (
-            "; no tolerance measured: stepping one canonical state twice gave two results (the "
-            "self-check shows what is missing), so atol is a placeholder"
-        )
-        return
-    for f in floats:
-        f.atol = _nice_up(NOISE_FACTOR * noise[f.name]) or None
-    overall = max([noise["obs"], noise["reward"], *(noise[f.name] for f in floats)])
-    draft.compare["atol"] = _nice_up(NOISE_FACTOR * overall) or 1e-6
-    draft.compare["rtol"] = 0.0
-    draft.compare_note += (
-        f"; tolerances measured: {NOISE_FACTOR:g} x the largest change one float32 rounding "
-        "of the state makes in a step (plus the float32 rounding of the result)"
-    )
+    return m
+
+
+def _largest(a: np.ndarray) -> float:
+    a = np.abs(np.asarray(a, np.float64))
+    a = a[np.isfinite(a)]
+    return float(a.max()) if a.size else 0.0
+
+
+def _same_outcome(a: Transition, b: Transition, whole: list[str]) -> np.ndarray:
+    """Per row: the flags and every whole-number field agree (no threshold was crossed)."""
+    same = (a.terminated == b.terminated) & (a.truncated == b.truncated)
+    for k in whole:
+        x, y = np.asarray(a.state[k]), np.asarray(b.state[k])
+        same &= (x == y).reshape(len(x), -1).all(axis=1)
+    return np.asarray(same, dtype=bool)
 
 
 def reload_gaps(
@@ -157,20 +245,34 @@ def propose_reload_tolerance(draft: Draft) -> None:
             continue
         usual = float(np.percentile(gap, RELOAD_QUANTILE))
         tol = _nice_up(RELOAD_FACTOR * usual)
-        if key in floats:
-            floats[key].atol = max(floats[key].atol or 0.0, tol) or None
-        else:
-            draft.compare["atol"] = max(float(draft.compare.get("atol", 0.0)), tol)
         worst.append(f"{key} {gap.max():.2g} ({RELOAD_QUANTILE:g}% within {usual:.2g})")
+        if key in floats:
+            f = floats[key]
+            if f.integral:
+                continue  # a whole-number field stays exact: the self-check names the gap
+            f.atol = max(f.atol or 0.0, min(tol, SCALE_FRACTION * f.scale))
+        else:
+            scale = _reload_scale(draft, key)
+            draft.compare["atol"] = max(
+                float(draft.compare.get("atol", 0.0)), min(tol, SCALE_FRACTION * scale)
+            )
     draft.compare_note += (
         f"; GUESS: stepping the reference through its canonical state (written into a fresh "
         f"instance) does not reproduce stepping it directly: over {steps} steps of uniform "
         f"random episodes the one-step gap was at most {', '.join(worst)}. It keeps state no "
         "attribute reaches (a physics engine's caches: Box2D's contact and joint impulses, "
         f"its broad phase, its sleep timers). Tolerances are {RELOAD_FACTOR:g} x the gap of "
-        f"{RELOAD_QUANTILE:g}% of the steps, so the largest gaps still fail the self-check: "
+        f"{RELOAD_QUANTILE:g}% of the steps (at most {SCALE_FRACTION:.0%} of the values' "
+        "scale; whole-number fields stay exact), so the largest gaps still fail the self-check: "
         "review them (docs/SPEC.md, 'State no attribute reaches')"
     )
+
+
+def _reload_scale(draft: Draft, key: str) -> float:
+    """The scale the observation and reward took in ``propose_tolerance``'s measurement (the
+    smaller one that is not 0: their tolerance is one ``atol``)."""
+    scales = [v for v in draft.scales.values() if v > 0]
+    return min(scales) if scales else 0.0
 
 
 def _same(a: Transition, b: Transition) -> bool:
@@ -179,9 +281,14 @@ def _same(a: Transition, b: Transition) -> bool:
     return all(np.array_equal(x, y, equal_nan=x.dtype.kind == "f") for x, y in pairs)
 
 
-def _widen(noise: dict, exact: Transition, moved: Transition, floats: list[FieldDraft]) -> None:
+def _widen(
+    noise: dict, exact: Transition, moved: Transition, floats: list[FieldDraft], rows: np.ndarray
+) -> None:
+    """Widen each key's noise to the largest change over ``rows`` (the steps whose whole-number
+    outcome did not change)."""
+
     def size(a: np.ndarray, b: np.ndarray) -> float:
-        a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        a64, b64 = np.asarray(a, np.float64)[rows], np.asarray(b, np.float64)[rows]
         gap = np.abs(a64 - b64) + np.abs(a64) * F32_EPS
         gap = gap[np.isfinite(gap)]
         return float(gap.max()) if gap.size else 0.0

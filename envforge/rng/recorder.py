@@ -29,8 +29,7 @@ from typing import Any
 import numpy as np
 
 from envforge.rng.draws import KIND_CODE, DrawLog, weights_fingerprint
-
-GENERATOR_TYPES = (np.random.Generator, np.random.RandomState, random.Random)
+from envforge.rng.recorder_reach import GENERATOR_TYPES, generator_holders
 
 
 class UnsupportedDraw(Exception):
@@ -237,7 +236,8 @@ def _stand_for(value: Any, source: _Source) -> _Stand | None:
 
 
 def generator_attributes(obj: Any) -> list[str]:
-    """Names of the attributes of ``obj`` that hold a generator the tape can stand in for."""
+    """Names of the attributes of ``obj`` itself that hold a generator the tape can stand in
+    for (``recording`` also finds those of the objects it holds: ``recorder_reach``)."""
     return [k for k, v in vars(obj).items() if isinstance(v, GENERATOR_TYPES)]
 
 
@@ -315,18 +315,20 @@ def recording(obj: Any, seed: int, log: RowLog) -> Iterator[None]:
     """Within the block, ``obj``'s generators and the module-level draw functions draw from
     ``seed`` and every draw goes to ``log``."""
     source = _Source(seed, log)
-    originals: dict[str, Any] = {}
-    for name in generator_attributes(obj):
-        stand = _stand_for(getattr(obj, name), source)
+    originals: list[tuple[Any, str, Any]] = []
+    # the generators obj holds and those of the objects it holds (env.game.np_random): one
+    # generator held in two places (a game and its dealer) gets two stand-ins of one source
+    for holder, name in list(generator_holders(obj)):
+        stand = _stand_for(getattr(holder, name), source)
         if stand is not None:
-            originals[name] = getattr(obj, name)
-            setattr(obj, name, stand)
+            originals.append((holder, name, getattr(holder, name)))
+            setattr(holder, name, stand)
     try:
         with _modules_drawing_from(source):
             yield
     finally:
-        for name, value in originals.items():
-            setattr(obj, name, value)
+        for holder, name, value in reversed(originals):
+            setattr(holder, name, value)
 
 
 MODULE_RESET_SALT = 0x5EED
