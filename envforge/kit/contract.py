@@ -1,8 +1,8 @@
 """The port contract as typed code: what a port of each target provides, one ``Protocol`` each.
 
 This module is the one source of truth for the contract. The drivers check a loaded port
-against it (:func:`missing`: ``backends/jax.py`` for a module, ``backends/rust.py`` for the
-crate's ``EnvBatch``), and the translation prompts quote it (:func:`signatures`, rendered into
+against it (:func:`lacks`: ``backends/jax.py`` for a module, ``backends/rust.py`` for the
+crate's ``EnvBatch``), and the translation prompts quote it (:func:`prompt_lines`, rendered into
 ``prompts/translate_jax.j2`` and ``translate_rust.j2``): change a member here and both follow.
 
 A JAX port is a module, so :class:`JaxPort`'s members are module-level functions (a module
