@@ -159,6 +159,7 @@ PORT_RUNNERS = {
     "_job_jax": "a bench job that imports a JAX port (handed to a runner)",
     "_job_rust": "a bench job that builds a Rust port (handed to a runner)",
     "_job_profile": "a profile job that imports a JAX port (handed to a runner)",
+    "_job_profile_rust": "a profile job that builds and steps a Rust port (handed to a runner)",
     "load_code": "imports a target's code (driver, build step, bench job: envforge/targets)",
     "load_ref": "imports the code a target names (envforge/targets)",
     "CPortDriver": "compiles and loads a C port",
@@ -196,6 +197,8 @@ ALLOWED = {
     ("verify/level4_transfer.py", "train_port_isolated"): "--sandbox none: L4's trainer",
     ("bench/suite.py", "load_ref"): "--sandbox none: a bench job in a spawned process",
     ("bench/profile.py", "_job_profile"): "--sandbox none: a profile job, spawned",
+    ("bench/profile_rust.py", "RustDriver"): "_job_profile_rust: run as a sandboxed job",
+    ("bench/profile_rust.py", "_job_profile_rust"): "--sandbox none: a profile job, spawned",
     # the reference side: our own code, or the user's reference (init, a spec's hooks)
     ("verify/runner.py", "open_driver"): "the reference",
     ("verify/strategies.py", "load_module"): "a spec's own [verify] hook file",

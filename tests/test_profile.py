@@ -64,7 +64,8 @@ def test_bench_times_a_candidate_port_beside_the_reference(
         ),
         (["bench", "cartpole", "--port", "{tmp}/empty"], "cannot tell the port's target"),
         (["profile", "cartpole", "--port", "{tmp}/missing"], "no such file or folder"),
-        (["profile", "cartpole", "--target", "rust"], "not built yet"),
+        (["profile", "acrobot", "--target", "rust"], "no rust port of acrobot"),
+        (["profile", "cartpole", "--target", "c"], "expected jax or rust"),
         (["profile", "cartpole", "--batch", "0"], "--batch"),
     ],
 )

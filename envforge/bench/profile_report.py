@@ -92,3 +92,28 @@ def render(profile: dict[str, Any], console: Console, top: int = 15) -> None:
         else:
             said = "trips depend on data, not measured (counted once)"
         console.print(escape(f"{loop.get('kind')} at {loop.get('line')}: {said}"), highlight=False)
+
+
+def render_rust(profile: dict[str, Any], console: Console, top: int = 15) -> None:
+    """A Rust port's profile (``bench/profile_rust.py``): by EnvBatch method, then by function."""
+    batch = profile["batch"]
+    console.print(
+        f"{profile['env']} Rust port {escape(profile['port_file'])}: one EnvBatch.step at batch "
+        f"{batch} takes {profile['step_s'] * 1e6:,.1f} us; the loop (step, reset_where, observe) "
+        f"runs {profile['steps_per_s']:,.0f} steps/s over {profile['calls']} calls",
+        highlight=False,
+    )
+    methods = Table(title="time by EnvBatch method (the job's clock around each call)")
+    for name in ("share", "method", "seconds"):
+        methods.add_column(name, justify="left" if name == "method" else "right")
+    for row in profile["methods"]:
+        methods.add_row(f"{row['share']:.1%}", row["method"], f"{row['seconds']:.3f}")
+    console.print(methods)
+    console.print(escape(f"by function: {profile['sampling']}"), highlight=False)
+    if profile["functions"]:
+        table = Table(title="top functions by share of samples (inlined code counts in its caller)")
+        for name in ("share", "function", "object"):
+            table.add_column(name, justify="right" if name == "share" else "left")
+        for row in profile["functions"][:top]:
+            table.add_row(f"{row['share']:.1%}", escape(row["function"][:90]), escape(row["dso"]))
+        console.print(table)

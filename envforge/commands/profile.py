@@ -11,7 +11,8 @@ from rich.console import Console
 from envforge import bounds
 from envforge.bench.candidate import candidate_port
 from envforge.bench.profile import run_profile
-from envforge.bench.profile_report import render
+from envforge.bench.profile_report import render, render_rust
+from envforge.bench.profile_rust import run_profile_rust
 from envforge.bench.suite import find_ports
 from envforge.errors import BadInput
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
@@ -20,7 +21,7 @@ from envforge.spec_lookup import spec_for_name
 
 def profile_command(
     env: str = typer.Argument(..., help="Env name (references/<env>)."),
-    target: str = typer.Option("jax", "--target", help="jax (rust: not built yet)."),
+    target: str = typer.Option("jax", "--target", help="jax or rust."),
     port: str = typer.Option(
         None,
         "--port",
@@ -35,11 +36,10 @@ def profile_command(
     as_json: bool = typer.Option(False, "--json", help="Print the whole profile as JSON."),
     sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
 ) -> None:
-    """Profile one jit(vmap(step)) of a JAX port: cost by source line, loops, selects."""
+    """Profile a port's batched step: JAX by source line (cost, loops, selects); Rust by
+    EnvBatch method and by function (perf where the machine has it; the output says)."""
     if target not in ("jax", "rust"):
         raise BadInput(f"--target: expected jax or rust, got {target!r}")
-    if target == "rust":
-        raise BadInput("--target rust: profiling a Rust port is not built yet (only jax)")
     spec = spec_for_name(env)
     if port:
         _, path = candidate_port(spec, port, [target])
@@ -52,12 +52,14 @@ def profile_command(
     choice = choose_sandbox(sandbox)
     opened = open_sandbox(choice.kind)
     console.print(choice.line(opened), highlight=False)
+    rust = target == "rust"
     with console.status(f"profiling {path} at batch {batch}"):
-        profile = run_profile(spec, path, batch, opened)
+        profiler = run_profile_rust if rust else run_profile
+        profile = profiler(spec, path, batch, opened)
     if as_json:
         print(json.dumps(profile, indent=2))
     else:
-        render(profile, console, top)
+        (render_rust if rust else render)(profile, console, top)
 
 
 def register(app: typer.Typer) -> None:
