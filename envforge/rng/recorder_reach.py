@@ -30,34 +30,54 @@ _NATIVE = frozenset(
 _BODY = ("position", "angle", "linearVelocity", "angularVelocity", "awake")
 
 
+_NESTED_TYPES: dict[type, bool] = {}
+"""Per type: whether its instances are looked into (a type decides it; walks run every step)."""
+_LEAF_TYPES = frozenset({int, float, bool, str, bytes, complex, type(None), np.ndarray})
+
+
 def is_nested(value: Any) -> bool:
     """A plain Python object holding state of its own (a game object a wrapper holds): not a
     number, array, generator, rigid body, class, function or native object."""
-    if value is None or callable(value) or isinstance(value, type):
+    kind = type(value)
+    if kind in _LEAF_TYPES:
         return False
-    if isinstance(value, (np.ndarray, np.generic, str, bytes, *GENERATOR_TYPES)):
+    known = _NESTED_TYPES.get(kind)
+    if known is None:
+        known = _NESTED_TYPES[kind] = _nested_type(kind)
+    return known and isinstance(getattr(value, "__dict__", None), dict)
+
+
+def _nested_type(kind: type) -> bool:
+    if any("__call__" in vars(c) for c in kind.__mro__):
+        return False  # functions, methods, classes and callable objects
+    if issubclass(kind, (type, np.ndarray, np.generic, str, bytes, *GENERATOR_TYPES)):
         return False
-    if all(hasattr(type(value), m) for m in _BODY):
+    if all(hasattr(kind, m) for m in _BODY):
         return False
-    if not isinstance(getattr(value, "__dict__", None), dict):
-        return False
-    return type(value).__module__.split(".")[0] not in _NATIVE
+    return kind.__module__.split(".")[0] not in _NATIVE
 
 
 def nested_list(value: Any) -> bool:
     """A short list of plain objects (the players of a game)."""
     return (
-        isinstance(value, list | tuple)
+        type(value) in (list, tuple)
         and 0 < len(value) <= NESTED_ITEMS
         and all(is_nested(v) for v in value)
     )
 
 
+_ENV: list[type] = []
+
+
 def inner_env(value: Any) -> Any:
     """The core of a gymnasium env held as an attribute (None if ``value`` is none)."""
-    from gymnasium import Env
+    if type(value) in _LEAF_TYPES:
+        return None
+    if not _ENV:
+        from gymnasium import Env
 
-    return value.unwrapped if isinstance(value, Env) else None
+        _ENV.append(Env)
+    return value.unwrapped if isinstance(value, _ENV[0]) else None
 
 
 def generator_holders(root: Any) -> Iterator[tuple[Any, str]]:
@@ -68,6 +88,8 @@ def generator_holders(root: Any) -> Iterator[tuple[Any, str]]:
     while todo:
         obj, depth = todo.pop()
         for name, value in list(vars(obj).items()):
+            if type(value) in _LEAF_TYPES:
+                continue
             if isinstance(value, GENERATOR_TYPES):
                 yield obj, name
                 continue
