@@ -66,7 +66,7 @@ def nested_list(value: Any) -> bool:
     )
 
 
-_ENV: list[type] = []
+_ENV: list[Any] = []
 
 
 def inner_env(value: Any) -> Any:
