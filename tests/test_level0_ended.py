@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from envforge.spec import load_spec
 from envforge.verify.runner import verify
 
@@ -110,6 +112,7 @@ def test_l0_does_not_step_ended_episodes(tmp_path: Path) -> None:
     assert level.status == "pass", (level.summary, [f.message for f in level.findings])
 
 
+@pytest.mark.slow
 def test_a_reference_raising_in_l0_names_seed_step_and_state(tmp_path: Path) -> None:
     port = setup(tmp_path, bug=True)
     report = verify(load_spec(tmp_path / "env.toml"), port, [0])
