@@ -36,7 +36,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -149,3 +149,86 @@ def sincos(x: jax.Array) -> tuple[jax.Array, jax.Array]:
     sin = jnp.where(quadrant == 0, s, jnp.where(quadrant == 1, c, jnp.where(quadrant == 2, -s, -c)))
     cos = jnp.where(quadrant == 0, c, jnp.where(quadrant == 1, -s, jnp.where(quadrant == 2, -c, s)))
     return sin, cos
+
+
+# ---- training draws: a counter hash instead of threefry ---------------------------------------
+
+_MIX = (np.uint32(0x7FEB352D), np.uint32(0x846CA68B))
+"""lowbias32 (Wellons' hash-prospector): a bijection of uint32 with low avalanche bias."""
+
+
+def _mix(x: jax.Array) -> jax.Array:
+    x = x ^ (x >> 16)
+    x = x * _MIX[0]
+    x = x ^ (x >> 15)
+    x = x * _MIX[1]
+    return x ^ (x >> 16)
+
+
+class HashDraws(NamedTuple):
+    """The draw interface of ``Draws`` (``integers``, ``choice``, ``random``) for a port's
+    training ``step``: draw ``k`` is a hash of (seed, k), a few integer operations, where
+    ``Draws.from_key`` splits a threefry key twice and writes its log. Nothing is logged: it
+    is never used under verification (the verifier passes ``Draws.from_tape``)."""
+
+    seed: jax.Array
+    counter: jax.Array
+
+    def _next(self) -> tuple[jax.Array, HashDraws]:
+        bits = _mix(self.seed ^ _mix(self.counter * np.uint32(0x9E3779B9)))
+        return bits, self._replace(counter=self.counter + np.uint32(1))
+
+    def integers(self, low: Any, high: Any, when: Any = None) -> tuple[jax.Array, HashDraws]:
+        """An integer on [low, high) (int32; the bias of ``bits % span`` is below 2^-24)."""
+        bits, out = self._next()
+        span = jnp.maximum(jnp.asarray(high) - jnp.asarray(low), 1).astype(jnp.uint32)
+        return (jnp.asarray(low) + (bits % span).astype(jnp.int32)).astype(jnp.int32), out
+
+    def choice(self, n: Any, p: Any = None, when: Any = None) -> tuple[jax.Array, HashDraws]:
+        if p is not None:
+            raise ValueError("HashDraws.choice draws uniformly only (no p)")
+        return self.integers(0, n, when)
+
+    def random(self, when: Any = None) -> tuple[jax.Array, HashDraws]:
+        bits, out = self._next()
+        return (bits >> 8).astype(jnp.float32) * np.float32(1.0 / 16777216.0), out
+
+
+def training_draws(key: jax.Array, log_size: int = 1) -> Any:
+    """A training step's draws from ``key``: :class:`HashDraws` with the layer on, else
+    ``Draws.from_key(key, log_size)`` (threefry, the reference-checked generator)."""
+    from envforge.rng.jax_draws import Draws
+
+    if not enabled():
+        return Draws.from_key(key, log_size)
+    data = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+    seed = _mix(data.reshape(-1)[0].astype(jnp.uint32) ^ _mix(data.reshape(-1)[-1]))
+    return HashDraws(seed, jnp.uint32(0))
+
+
+def permutation(key: jax.Array, n: int) -> jax.Array:
+    """A uniformly random permutation of ``range(n)``: one sort of ``n`` hashed keys with the
+    index in their low bits (two keys tie in their high bits with probability about
+    n^2 / 2^(33 - bits(n)), 1e-4 for n = 108: the tie keeps index order); off:
+    ``jax.random.permutation`` (its threefry bits and its rounds of sorting)."""
+    if not enabled():
+        return jax.random.permutation(key, n)
+    if n > 1 << 12:
+        raise ValueError(f"permutation: n = {n} is above 4096")
+    seed = training_draws(key).seed
+    index = jnp.arange(n, dtype=jnp.uint32)
+    bits = _mix(seed ^ _mix(index * np.uint32(0x9E3779B9)))
+    # one sort of one array (XLA:CPU sorts key-value pairs 5x slower): the index in the low bits
+    low = np.uint32((1 << int(n - 1).bit_length()) - 1)
+    return (jnp.sort((bits & ~low) | index) & low).astype(jnp.int32)
+
+
+def shuffles_lazily(draws: Any) -> bool:
+    """Whether a port may shuffle lazily with these draws: training draws (:class:`HashDraws`,
+    the layer on), where only the distribution of the cards dealt matters, not which draw
+    decides them. A lazy shuffle swaps each card dealt from the top with a uniformly random
+    card at or below it (one Fisher-Yates step per card, when it is dealt) instead of running
+    the whole Fisher-Yates loop when the pile is made: the same uniform deal, and under
+    ``vmap`` no env waits for another's 100-step shuffle. Never with ``Draws`` (verification
+    replays the reference's draws in its order)."""
+    return isinstance(draws, HashDraws)

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from envforge.rng.jax_draws import Draws
+from envforge.kit import Draws, speed_layer
 
 CAPACITY = 108
 NO_CARD = -1
@@ -79,7 +79,7 @@ def count(cards: jax.Array) -> jax.Array:
 
 def _append(cards: jax.Array, card: jax.Array, when: jax.Array) -> jax.Array:
     n = jnp.minimum(count(cards), CAPACITY - 1)
-    return jnp.where(when, cards.at[n].set(card), cards)
+    return cards.at[n].set(jnp.where(when, card, cards[n]))
 
 
 def _remove(cards: jax.Array, index: jax.Array) -> jax.Array:
@@ -95,12 +95,27 @@ def _pop(cards: jax.Array) -> tuple[jax.Array, jax.Array]:
     return cards[top], cards.at[top].set(NO_CARD)
 
 
+def _deal_one(
+    cards: jax.Array, draws: Draws | None, when: jax.Array
+) -> tuple[jax.Array, jax.Array, Draws | None]:
+    """``deck.pop()`` of a shuffled deck. With training draws the shuffle is lazy
+    (``speed_layer.shuffles_lazily``): the top card first trades places with a random card
+    at or below it, and ``_replace_deck`` only gathers the cards."""
+    if draws is None or not speed_layer.shuffles_lazily(draws):
+        card, rest = _pop(cards)
+        return card, rest, draws
+    top = jnp.maximum(count(cards) - 1, 0)
+    j, draws = draws.integers(0, top + 1, when=when)
+    card, under = cards[j], cards[top]
+    return card, cards.at[j].set(under).at[top].set(NO_CARD), draws
+
+
 def legal(state: EnvState, player: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """rlcard's ``get_legal_actions`` for ``player``: (mask[61], the legal ids in rlcard's
-    order then the rest, how many are legal). rlcard lists the hand's playable cards in hand
-    order, the four wild colours where the first wild card is, and the wild-draw-4 colours
-    (where the first one is) only when nothing else is playable, else ``draw``; duplicates
-    keep their first place."""
+    """rlcard's ``get_legal_actions`` for ``player``: (mask[61], each id's place in rlcard's
+    order (smaller first; ``_FAR`` when illegal), how many are legal). rlcard lists the hand's
+    playable cards in hand order, the four wild colours where the first wild card is, and the
+    wild-draw-4 colours (where the first one is) only when nothing else is playable, else
+    ``draw``; duplicates keep their first place."""
     hand = state.hands[player]
     pos = jnp.arange(CAPACITY)
     held = hand >= 0
@@ -113,19 +128,37 @@ def legal(state: EnvState, player: jax.Array) -> tuple[jax.Array, jax.Array, jax
     )
     keys = jnp.full(NUM_ACTIONS + 1, _FAR, jnp.int32)
     keys = keys.at[jnp.where(match, hand, NUM_ACTIONS)].min(4 * pos)[:NUM_ACTIONS]
+    ids = jnp.arange(NUM_ACTIONS)
     first_wild = jnp.min(jnp.where(is_wild, pos, _FAR // 8))
     first_wd4 = jnp.min(jnp.where(is_wd4, pos, _FAR // 8))
-    colors = jnp.arange(4)
-    keys = keys.at[15 * colors + WILD].set(
-        jnp.where(first_wild < CAPACITY, 4 * first_wild + colors, _FAR)
+    kind, colors = trait(ids), color(ids)
+    keys = jnp.where(
+        kind == WILD, jnp.where(first_wild < CAPACITY, 4 * first_wild + colors, _FAR), keys
     )
     some = jnp.any(keys < _FAR)
-    keys = keys.at[15 * colors + WILD_DRAW_4].set(
-        jnp.where(~some & (first_wd4 < CAPACITY), 4 * first_wd4 + colors, _FAR)
-    )
-    keys = keys.at[DRAW].set(jnp.where(jnp.any(keys < _FAR), _FAR, 0))
+    wd4 = jnp.where(~some & (first_wd4 < CAPACITY), 4 * first_wd4 + colors, _FAR)
+    keys = jnp.where(kind == WILD_DRAW_4, wd4, keys)
+    keys = jnp.where(ids == DRAW, jnp.where(jnp.any(keys < _FAR), _FAR, 0), keys)
     mask = keys < _FAR
-    return mask, jnp.argsort(keys, stable=True).astype(jnp.int32), jnp.sum(mask).astype(jnp.int32)
+    return mask, keys, jnp.sum(mask).astype(jnp.int32)
+
+
+def nth_legal(hand: jax.Array, keys: jax.Array, index: jax.Array) -> jax.Array:
+    """The id at place ``index`` of rlcard's order (``keys`` from :func:`legal` for ``hand``),
+    walking the hand instead of sorting the ids: a card is listed at its hand position when
+    its key is that position's (its id's first playable copy), four wild colours at the first
+    wild (or wild draw 4); ``draw`` alone when nothing is."""
+    pos = jnp.arange(CAPACITY)
+    card = jnp.maximum(hand, 0)
+    wild = (hand >= 0) & (trait(card) >= WILD)
+    first = keys[15 * jnp.where(wild, 0, color(card)) + jnp.where(wild, trait(card), card % 15)]
+    listed = (hand >= 0) & (first // 4 == pos) & (first < _FAR)
+    entries = jnp.where(listed, jnp.where(wild, 4, 1), 0)
+    upto = jnp.cumsum(entries)  # entries listed up to and including each position
+    at = jnp.minimum(jnp.sum(upto <= index), CAPACITY - 1)  # the position holding place index
+    before = upto[at] - entries[at]
+    picked = jnp.where(wild[at], 15 * (index - before) + trait(card[at]), hand[at])
+    return jnp.where(keys[DRAW] < _FAR, DRAW, picked).astype(jnp.int32)
 
 
 def _replace_deck(state: EnvState, when: jax.Array, draws: Draws) -> tuple[EnvState, Draws]:
@@ -137,6 +170,9 @@ def _replace_deck(state: EnvState, when: jax.Array, draws: Draws) -> tuple[EnvSt
     joined = jnp.where(at < nd + npl, joined, NO_CARD)
     deck = jnp.where(when, joined, state.deck)
     n = count(deck)
+    if speed_layer.shuffles_lazily(draws):  # shuffled card by card as it is dealt
+        played = jnp.where(when, jnp.full(CAPACITY, NO_CARD, jnp.int32), state.played)
+        return state._replace(deck=deck, played=played), draws
 
     def cond(carry: tuple[jax.Array, jax.Array, Draws]) -> jax.Array:
         k, _, _ = carry
@@ -154,15 +190,17 @@ def _replace_deck(state: EnvState, when: jax.Array, draws: Draws) -> tuple[EnvSt
     return state._replace(deck=deck, played=played), draws
 
 
-def _deal(state: EnvState, player: jax.Array, n: int, when: jax.Array) -> EnvState:
+def _deal(
+    state: EnvState, player: jax.Array, n: int, when: jax.Array, draws: Draws | None
+) -> tuple[EnvState, Draws | None]:
     """``deal_cards``: ``n`` cards from the end of the deck onto the end of the hand."""
     hands = state.hands
     deck = state.deck
     for _ in range(n):
-        card, rest = _pop(deck)
+        card, rest, draws = _deal_one(deck, draws, when)
         deck = jnp.where(when, rest, deck)
         hands = hands.at[player].set(_append(hands[player], card, when))
-    return state._replace(deck=deck, hands=hands)
+    return state._replace(deck=deck, hands=hands), draws
 
 
 def _action_card(
@@ -176,8 +214,8 @@ def _action_card(
     draw_2, draw_4 = when & (t == DRAW_2), when & (t == WILD_DRAW_4)
     short = (draw_2 & (count(state.deck) < 2)) | (draw_4 & (count(state.deck) < 4))
     new, draws = _replace_deck(state, short, draws)
-    new = _deal(new, other, 2, draw_2)
-    new = _deal(new, other, 4, draw_4)
+    new, draws = _deal(new, other, 2, draw_2, draws)
+    new, draws = _deal(new, other, 4, draw_4, draws)
     again = (t == SKIP) | (t == DRAW_2) | (t == WILD_DRAW_4)
     new = new._replace(
         direction=direction,
@@ -201,7 +239,7 @@ def proceed(
     is_draw = action == DRAW
     # drawing
     drew, draws = _replace_deck(state, is_draw & (count(state.deck) == 0), draws)
-    drawn, deck = _pop(drew.deck)
+    drawn, deck, draws = _deal_one(drew.deck, draws, is_draw)
     wild_drawn = trait(drawn) >= WILD
     picked, draws = draws.choice(4, when=is_draw & wild_drawn)
     same = ~wild_drawn & (color(drawn) == state.target_color)
@@ -261,10 +299,10 @@ def _turns(
 
     def body(carry: tuple[EnvState, Draws, jax.Array]) -> tuple[EnvState, Draws, jax.Array]:
         s, d, first = carry
-        _, order, n = legal(s, jnp.int32(1))
+        _, keys, n = legal(s, jnp.int32(1))
         index, d = d.choice(n, when=~first)
         player = jnp.where(first, 0, 1).astype(jnp.int32)
-        s, d = proceed(s, player, jnp.where(first, action, order[index]), d)
+        s, d = proceed(s, player, jnp.where(first, action, nth_legal(s.hands[1], keys, index)), d)
         return s, d, jnp.bool_(False)
 
     state, draws, _ = jax.lax.while_loop(cond, body, (state, draws, jnp.asarray(agent_moves)))
@@ -289,16 +327,32 @@ def observe(state: EnvState) -> jax.Array:
 def step_with_draws(
     state: EnvState, action: jax.Array, draws: Draws
 ) -> tuple[EnvState, jax.Array, jax.Array, jax.Array, jax.Array, Draws]:
-    mask, order, n = legal(state, jnp.int32(0))
+    mask, keys, n = legal(state, jnp.int32(0))
     action = jnp.asarray(action, jnp.int32)
     illegal = ~mask[jnp.clip(action, 0, NUM_ACTIONS - 1)]
     # the adapter plays an illegal id as np.random.choice(number of legal ids)
     index, draws = draws.choice(n, when=illegal)
-    action = jnp.where(illegal, order[index], action)
+    action = jnp.where(illegal, nth_legal(state.hands[0], keys, index), action)
     state, draws = _turns(state, action, jnp.bool_(True), draws)
     over = is_over(state)
     reward = jnp.where(over, jnp.where(state.winner == 0, 1.0, -1.0), 0.0)
     return state, observe(state), reward, over, jnp.bool_(False), draws
+
+
+def _top_not_wild_draw_4(deck: jax.Array, left: int, key: jax.Array) -> jax.Array:
+    """The speed layer's form of rlcard's "shuffle again while a wild draw 4 is on top" (a loop
+    that, under ``vmap``, runs while any env in the batch redraws, a sort each time): a wild
+    draw 4 on top trades places with a uniformly random other card that is not one. Uniform
+    over the orders with no wild draw 4 on top, as the loop is: such an order is reached from
+    itself, or from it with its top and one of its four wild draw 4s swapped (each with
+    probability 1/(cards that are not wild draw 4s))."""
+    pos = jnp.arange(CAPACITY)
+    other = (pos < left - 1) & (trait(deck) != WILD_DRAW_4)
+    r, _ = speed_layer.training_draws(key).integers(0, jnp.sum(other))
+    q = jnp.argmax(other & (jnp.cumsum(other) == r + 1))
+    swap = trait(deck[left - 1]) == WILD_DRAW_4
+    top, card = deck[left - 1], deck[q]
+    return jnp.where(swap, deck.at[q].set(top).at[left - 1].set(card), deck)
 
 
 def _new_game(key: jax.Array) -> EnvState:
@@ -306,7 +360,7 @@ def _new_game(key: jax.Array) -> EnvState:
     flipped (a wild draw 4 goes back and the deck is shuffled again; a wild gets a random
     colour) and performed, then the opponent's turns if it starts."""
     key, deal, flip, pick, first = jax.random.split(key, 5)
-    deck = jax.random.permutation(deal, _deck_ids())
+    deck = _deck_ids()[speed_layer.permutation(deal, CAPACITY)]
     hands = jnp.full((2, CAPACITY), NO_CARD, jnp.int32)
     hands = hands.at[0, :HAND_SIZE].set(deck[::-1][:HAND_SIZE])
     hands = hands.at[1, :HAND_SIZE].set(deck[::-1][HAND_SIZE : 2 * HAND_SIZE])
@@ -316,10 +370,15 @@ def _new_game(key: jax.Array) -> EnvState:
     def redo(carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
         d, k = carry
         k, sub = jax.random.split(k)
-        order = jax.random.permutation(sub, left)
+        order = speed_layer.permutation(sub, left)
         return d.at[:left].set(d[:left][order]), k
 
-    deck, _ = jax.lax.while_loop(lambda c: trait(c[0][left - 1]) == WILD_DRAW_4, redo, (deck, flip))
+    if speed_layer.enabled():
+        deck = _top_not_wild_draw_4(deck, left, flip)
+    else:
+        deck, _ = jax.lax.while_loop(
+            lambda c: trait(c[0][left - 1]) == WILD_DRAW_4, redo, (deck, flip)
+        )
     top, deck = _pop(deck)
     chosen = jnp.where(trait(top) == WILD, jax.random.randint(pick, (), 0, 4), color(top))
     state = EnvState(
@@ -333,8 +392,8 @@ def _new_game(key: jax.Array) -> EnvState:
         winner=jnp.int32(-1),
         key=key,
     )
-    state = _deal(state, jnp.int32(0), 2, trait(top) == DRAW_2)
-    state, _ = _turns(state, jnp.int32(0), jnp.bool_(False), Draws.from_key(first, TRAIN_LOG))
+    state, _ = _deal(state, jnp.int32(0), 2, trait(top) == DRAW_2, None)
+    state, _ = _turns(state, jnp.int32(0), jnp.bool_(False), speed_layer.training_draws(first))
     return state
 
 
@@ -363,7 +422,7 @@ def step(
     """Training: every draw from the key in the state."""
     key, sub = jax.random.split(state.key)
     new, obs, reward, terminated, truncated, _ = step_with_draws(
-        state, action, Draws.from_key(sub, TRAIN_LOG)
+        state, action, speed_layer.training_draws(sub, TRAIN_LOG)
     )
     return new._replace(key=key), obs, reward, terminated, truncated
 
