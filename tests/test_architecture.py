@@ -176,9 +176,6 @@ def test_the_repo_stands_alone(tmp_path: Path) -> None:
 
 GENERATED = PACKAGE.parent / "generated"
 KIT = "envforge.kit"
-NOT_YET_ON_THE_KIT = {"uno/jax/uno.py"}
-"""TEMPORARY (issue 33): ports whose owner has not switched them to the kit yet; remove each
-entry with its switch. Nothing else may be added here."""
 
 
 def envforge_imports_outside_the_kit(root: Path) -> list[str]:
@@ -206,8 +203,7 @@ def envforge_imports_outside_the_kit(root: Path) -> list[str]:
 
 
 def test_generated_ports_import_only_the_port_kit(tmp_path: Path) -> None:
-    found = envforge_imports_outside_the_kit(GENERATED)
-    outside = [f for f in found if f.split(":")[0] not in NOT_YET_ON_THE_KIT]
+    outside = envforge_imports_outside_the_kit(GENERATED)
     assert outside == [], (
         f"{outside}: a port takes from envforge only what the kit offers, e.g. "
         "`from envforge.kit import Draws, speed_layer` (docs/PORT_KIT.md)"
