@@ -213,7 +213,9 @@ def test_gymnax_env_is_the_ports_own_functions() -> None:
 
 
 def test_make_rejects_bad_arguments() -> None:
-    with pytest.raises(BadInput, match="target"):
+    with pytest.raises(BadInput, match="unsupported target 'cobol'"):
+        envforge.make("pong", target="cobol")
+    with pytest.raises(BadInput, match="no c port found for pong"):  # a target pong has no port of
         envforge.make("pong", target="c")
     with pytest.raises(BadInput, match="unknown env"):
         envforge.make("nosuchenv")
