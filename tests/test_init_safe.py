@@ -14,6 +14,7 @@ from conftest import ROOT
 
 from envforge.draft.draft import draft_spec
 from envforge.draft.render import render_toml
+from envforge.errors import BadInput
 from envforge.rng.recorder import RowLog, recording
 from envforge.spec import load_spec
 from envforge.verify.context import VerifyOptions
@@ -288,3 +289,13 @@ def test_a_drafted_cartpole_spec_does_not_pass_a_doubled_reward(tmp_path: Path) 
     report = verify(spec, folder, [3], VerifyOptions(scale=0.1))
     assert report.levels[-1].status == "fail", report.levels
     assert "reward" in report.levels[-1].findings[0].fields
+
+
+def test_a_reference_without_spaces_is_one_clear_error(tmp_path: Path) -> None:
+    """rlcard-style adapters (references/leduc) have no gymnasium spaces: before, the probe
+    crashed with an AttributeError traceback."""
+    (tmp_path / "bare.py").write_text(
+        "class Bare:\n    def reset(self, seed=None):\n        return 0, {}\n"
+    )
+    with pytest.raises(BadInput, match="no observation_space or action_space"):
+        draft_spec("bare.py:Bare", "bare", tmp_path)

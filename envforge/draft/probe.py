@@ -168,6 +168,13 @@ def probe(
 ) -> Probe:
     """Roll ``episodes`` random episodes (uniform, then sticky actions in turn) (at most ``max_steps`` steps in all) and watch."""
     env = make()
+    missing = [a for a in ("observation_space", "action_space") if not hasattr(env, a)]
+    if missing:
+        raise BadInput(
+            f"{reference}: init reads the observation and action spaces from the env, and it "
+            f"has no {' or '.join(missing)} (gymnasium's spaces); write the spec by hand "
+            "(docs/SPEC.md)"
+        )
     time_limit = find_time_limit(env)
     stats: dict[str, AttrStats] = {}
     result = Probe(
