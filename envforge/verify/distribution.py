@@ -292,25 +292,28 @@ def _run(
     driver: Driver, state: State, program: list[np.ndarray], rng: np.random.Generator, n: int
 ) -> Transition:
     """Run ``program`` on ``n`` copies; the result holds the final states, each copy's return
-    (as ``reward``) and the step it finished at (as ``obs``)."""
+    (as ``reward``) and the step it finished at (as ``obs``). A copy that finished is not
+    stepped again (a reference may fail when stepped past its episode's end: rlcard does)."""
     done = np.zeros(n, bool)
     total = np.zeros(n)
     finished = np.full(n, len(program), np.float64)
     flags = np.zeros(n, bool), np.zeros(n, bool)
+    state = {k: np.array(v) for k, v in state.items()}
     for t, action in enumerate(program):
-        tr = sample_steps(driver, state, np.repeat(action, n, axis=0), fresh_seeds(rng, n))
-        live = ~done
-        total[live] += tr.reward[live]
-        ended = live & (tr.terminated | tr.truncated)
+        live = np.flatnonzero(~done)
+        if len(live) == 0:
+            break
+        before = take_state(state, live)
+        acts = np.repeat(action, len(live), axis=0)
+        tr = sample_steps(driver, before, acts, fresh_seeds(rng, len(live)))
+        total[live] += tr.reward
+        ended = live[tr.terminated | tr.truncated]
         finished[ended] = t
-        flags = (np.where(live, tr.terminated, flags[0]), np.where(live, tr.truncated, flags[1]))
-        state = {k: np.where(_rows(live, v), tr.state[k], v) for k, v in state.items()}
-        done |= ended
+        flags[0][live], flags[1][live] = tr.terminated, tr.truncated
+        for k in state:
+            state[k][live] = tr.state[k]
+        done[ended] = True
     return Transition(state, finished, total, flags[0], flags[1])
-
-
-def _rows(mask: np.ndarray, like: np.ndarray) -> np.ndarray:
-    return mask.reshape((-1,) + (1,) * (like.ndim - 1))
 
 
 def _actions(ctx: VerifyContext, rng: np.random.Generator, n: int) -> np.ndarray:
