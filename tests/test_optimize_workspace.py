@@ -145,3 +145,15 @@ def test_optimize_rounds_keep_only_verified_and_faster_ports(tmp_path: Path) -> 
     assert "waste" not in landed and landed == CARTPOLE.read_text()
     # a rolled-back round restored iteration 1's port in between
     assert replace(slower, finding="").kind == "optimize"
+
+
+def test_prompt_port_without_optimize_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = subprocess.run(
+        ["envforge", "prompt", "cartpole", "--port", str(CARTPOLE), "--out", str(tmp_path / "w")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "only with --optimize" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "w").exists()
