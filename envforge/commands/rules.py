@@ -125,7 +125,10 @@ def compare_command(
     else:
         console = Console()
         for label, report in result.reports.items():
-            console.print(f"{parsed[0].label} vs {label}: {report.verdict}")
+            console.print(f"{parsed[0].label} vs {label}: {report.verdict}", soft_wrap=True)
+            if not report.passed:  # a version that breaks the contract is repaired, not asked
+                level = next(lv for lv in report.levels if lv.status != "pass")
+                console.print(f"  L{level.level}: {level.summary}", markup=False, soft_wrap=True)
         if result.agree:
             console.print(f"the {len(parsed)} versions agree at levels {levels}")
         else:

@@ -32,6 +32,9 @@ cases. Run `./check` after each change: it must end with every case passing.
 - The whole game state lives in plain attributes (ints, floats, bools or lists of them) that
   `env.toml` lists as `[[state]]` fields with `attr = "<attribute>"`: envforge writes a state into
   them and steps once. Nothing else may carry over from one step to the next.
+- A list attribute whose field has a `pad` value in `env.toml` is written as the list up to its
+  first pad value: a hand `[5, 20, 0, 0, 0, 0]` with `pad = 0` arrives as `[5, 20]`. Keep such
+  lists variable-length, and pad them yourself where a fixed length is needed (the observation).
 - Randomness: draw only from `self.np_random` (a `numpy.random.Generator`), made in `reset` as
   `numpy.random.default_rng(seed)`.
 {spec_part}

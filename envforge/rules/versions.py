@@ -56,7 +56,8 @@ def parse_versions(texts: list[str]) -> list[Version]:
             raise BadInput(f"version {i}: expected path/to/file.py:Class, got {text!r}")
         if not Path(path).is_file():
             raise BadInput(f"version {i}: file not found: {path}")
-        versions.append(Version(f"v{i} ({Path(path).name})", f"{Path(path).resolve()}:{name}"))
+        where = Path(path).resolve()
+        versions.append(Version(f"v{i} ({where.parent.name}/{where.name})", f"{where}:{name}"))
     return versions
 
 
