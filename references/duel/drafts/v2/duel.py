@@ -66,57 +66,65 @@ class Duel:
         self.energy = 0
         self.turn = 1
         self.steps = 0
-        self.my_deck = [0] * DECK_SIZE
-        self.opp_deck = [0] * DECK_SIZE
-        self.my_hand = [0] * HAND_SIZE
-        self.opp_hand = [0] * HAND_SIZE
-        self.my_board = [0] * BOARD_SIZE
-        self.my_health = [0] * BOARD_SIZE
-        self.my_ready = [0] * BOARD_SIZE
-        self.opp_board = [0] * BOARD_SIZE
-        self.opp_health = [0] * BOARD_SIZE
-        self.opp_ready = [0] * BOARD_SIZE
+        # env.toml: list attributes are variable-length (written up to their first pad value)
+        self.my_deck = []
+        self.opp_deck = []
+        self.my_hand = []
+        self.opp_hand = []
+        self.my_board = []
+        self.my_health = []
+        self.my_ready = []
+        self.opp_board = []
+        self.opp_health = []
+        self.opp_ready = []
 
     # ------------------------------------------------------------------ state helpers
-    # The attributes hold fixed-length lists padded with 0 (env.toml); during a step the
-    # game works on unpadded lists held in `self._s`, written back at the end of the step.
-    def _load(self):
-        def strip(xs):
-            return [int(x) for x in xs if int(x) != 0]
+    # env.toml: list attributes are variable-length lists written up to their first pad
+    # value (0 for cards and healths, -1 for ready flags); a fixed-length list padded with
+    # its pad value is read the same way. During a step the game works on these lists held
+    # in `self._s`, written back (unpadded) at the end of the step; only the observation pads.
+    @staticmethod
+    def _cut(xs, pad):
+        out = []
+        for x in xs:
+            x = int(x)
+            if x == pad:
+                break
+            out.append(x)
+        return out
 
+    def _load(self):
+        cut = self._cut
         board = {}
         for side in ("my", "opp"):
-            cards = [int(c) for c in getattr(self, side + "_board")]
-            health = [int(h) for h in getattr(self, side + "_health")]
-            ready = [int(r) for r in getattr(self, side + "_ready")]
+            cards = cut(getattr(self, side + "_board"), 0)
+            health = cut(getattr(self, side + "_health"), 0)
+            ready = cut(getattr(self, side + "_ready"), -1)
             board[side] = [
-                [c, health[i], ready[i]] for i, c in enumerate(cards) if c != 0
+                [c, health[i] if i < len(health) else 0, ready[i] if i < len(ready) else 0]
+                for i, c in enumerate(cards)
             ]
         self._s = {
             "life": {"my": int(self.my_life), "opp": int(self.opp_life)},
-            "deck": {"my": strip(self.my_deck), "opp": strip(self.opp_deck)},
-            "hand": {"my": strip(self.my_hand), "opp": strip(self.opp_hand)},
+            "deck": {"my": cut(self.my_deck, 0), "opp": cut(self.opp_deck, 0)},
+            "hand": {"my": cut(self.my_hand, 0), "opp": cut(self.opp_hand, 0)},
             "board": board,
         }
         self._first_dead = None
 
     def _store(self):
         s = self._s
-
-        def pad(xs, n):
-            return [int(x) for x in xs] + [0] * (n - len(xs))
-
         self.my_life = int(s["life"]["my"])
         self.opp_life = int(s["life"]["opp"])
-        self.my_deck = pad(s["deck"]["my"], DECK_SIZE)
-        self.opp_deck = pad(s["deck"]["opp"], DECK_SIZE)
-        self.my_hand = pad(s["hand"]["my"], HAND_SIZE)
-        self.opp_hand = pad(s["hand"]["opp"], HAND_SIZE)
+        self.my_deck = [int(x) for x in s["deck"]["my"]]
+        self.opp_deck = [int(x) for x in s["deck"]["opp"]]
+        self.my_hand = [int(x) for x in s["hand"]["my"]]
+        self.opp_hand = [int(x) for x in s["hand"]["opp"]]
         for side in ("my", "opp"):
             b = s["board"][side]
-            setattr(self, side + "_board", pad([c[0] for c in b], BOARD_SIZE))
-            setattr(self, side + "_health", pad([c[1] for c in b], BOARD_SIZE))
-            setattr(self, side + "_ready", pad([c[2] for c in b], BOARD_SIZE))
+            setattr(self, side + "_board", [int(c[0]) for c in b])
+            setattr(self, side + "_health", [int(c[1]) for c in b])
+            setattr(self, side + "_ready", [int(c[2]) for c in b])
 
     @staticmethod
     def _other(side):
@@ -375,15 +383,27 @@ class Duel:
 
     # L68-71: what you observe
     def _get_obs(self):
-        def count(deck):
-            return sum(1 for c in deck if int(c) != 0)
+        # the observation reads the state the same way a step does (lists up to their first
+        # pad value) and pads each list to its fixed length with 0 ("0 if empty", L70-71)
+        self._load()
+        s = self._s
+        del self._s
+        del self._first_dead
+
+        def pad(xs, n):
+            xs = [int(x) for x in xs][:n]
+            return xs + [0] * (n - len(xs))
 
         obs = [
-            self.my_life, self.opp_life, self.energy, self.turn,  # L69
-            count(self.my_deck), count(self.opp_deck),  # L69
+            s["life"]["my"], s["life"]["opp"], int(self.energy), int(self.turn),  # L69
+            len(s["deck"]["my"]), len(s["deck"]["opp"]),  # L69
         ]
-        obs += list(self.my_hand)  # L70
-        obs += list(self.my_board) + list(self.my_health) + list(self.my_ready)  # L71
-        obs += list(self.opp_board) + list(self.opp_health) + list(self.opp_ready)  # L71
+        obs += pad(s["hand"]["my"], HAND_SIZE)  # L70
+        # L71: each board as 4 cards, 4 healths, 4 ready flags (Q9), 0 where empty
+        for side in ("my", "opp"):
+            b = s["board"][side]
+            obs += pad([c[0] for c in b], BOARD_SIZE)
+            obs += pad([c[1] for c in b], BOARD_SIZE)
+            obs += pad([c[2] for c in b], BOARD_SIZE)
         # env.toml: 36 numbers in [0, 100] (Q7: a life below 0 shows as 0)
         return np.clip(np.asarray(obs, dtype=np.float32), 0.0, 100.0)
