@@ -238,9 +238,6 @@ TARGET_TESTS_ALLOWED = {
     "envforge/prompts/sources.py": "kind == 'c'",
     "envforge/spec.py": "kind == 'c'",
     "envforge/verify/context.py": "reference_kind == 'c'",
-    # owned by another work item this session; to read the registry (envforge/targets) next
-    "envforge/bench/candidate.py": "wanted not in ('jax', 'rust')|kind == 'jax'",
-    "envforge/commands/profile.py": "target not in ('jax', 'rust')|target == 'rust'",
 }
 """``module: comparison|comparison`` tests of a target's name that may stay outside the registry."""
 

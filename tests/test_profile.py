@@ -65,7 +65,9 @@ def test_bench_times_a_candidate_port_beside_the_reference(
         (["bench", "cartpole", "--port", "{tmp}/empty"], "cannot tell the port's target"),
         (["profile", "cartpole", "--port", "{tmp}/missing"], "no such file or folder"),
         (["profile", "acrobot", "--target", "rust"], "no rust port of acrobot"),
-        (["profile", "cartpole", "--target", "c"], "expected jax or rust"),
+        (["profile", "cartpole", "--target", "c"], "no profiler for C ports yet"),
+        (["profile", "cartpole", "--target", "cobol"], "unsupported target 'cobol'"),
+        (["bench", "cartpole", "--port", "{port}", "--target", "cobol"], "unsupported target"),
         (["profile", "cartpole", "--batch", "0"], "--batch"),
     ],
 )

@@ -10,6 +10,7 @@ from envforge.backends.jax import find_port_module
 from envforge.backends.recipe import port_kind
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
+from envforge.targets import get_target
 
 
 def candidate_port(spec: EnvSpec, port: str, targets: list[str] | None) -> tuple[str, Path]:
@@ -17,8 +18,8 @@ def candidate_port(spec: EnvSpec, port: str, targets: list[str] | None) -> tuple
     if targets and len(targets) > 1:
         raise BadInput(f"--port: give at most one --target with a candidate port, got {targets}")
     wanted = targets[0] if targets else None
-    if wanted is not None and wanted not in ("jax", "rust"):
-        raise BadInput(f"--target: expected jax or rust, got {wanted!r}")
+    if wanted is not None:
+        get_target(wanted)  # one line naming the targets there are
     path = Path(port).expanduser()
     if not path.exists():
         raise BadInput(f"--port: {port}: no such file or folder")
@@ -29,7 +30,7 @@ def candidate_port(spec: EnvSpec, port: str, targets: list[str] | None) -> tuple
         raise BadInput(f"--port: {e}") from None
     if wanted is not None and kind != wanted:
         raise BadInput(f"--port: {port} is a {kind} port, not a {wanted} port")
-    if kind == "jax":
+    if get_target(kind).python_module:
         try:
             find_port_module(path, spec.name)
         except BadInput as e:

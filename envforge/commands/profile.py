@@ -10,18 +10,16 @@ from rich.console import Console
 
 from envforge import bounds
 from envforge.bench.candidate import candidate_port
-from envforge.bench.profile import run_profile
-from envforge.bench.profile_report import render, render_rust
-from envforge.bench.profile_rust import run_profile_rust
 from envforge.bench.suite import find_ports
 from envforge.errors import BadInput
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
 from envforge.spec_lookup import spec_for_name
+from envforge.targets import default_target, get_target, target_names
 
 
 def profile_command(
     env: str = typer.Argument(..., help="Env name (references/<env>)."),
-    target: str = typer.Option("jax", "--target", help="jax or rust."),
+    target: str = typer.Option(default_target(), "--target", help="A target with a profiler."),
     port: str = typer.Option(
         None,
         "--port",
@@ -38,8 +36,12 @@ def profile_command(
 ) -> None:
     """Profile a port's batched step: JAX by source line (cost, loops, selects); Rust by
     EnvBatch method and by function (perf where the machine has it; the output says)."""
-    if target not in ("jax", "rust"):
-        raise BadInput(f"--target: expected jax or rust, got {target!r}")
+    kind = get_target(target)
+    if kind.profile is None:
+        have = [t for t in target_names() if get_target(t).profile is not None]
+        raise BadInput(
+            f"--target: no profiler for {kind.title} ports yet (have: {', '.join(have)})"
+        )
     spec = spec_for_name(env)
     if port:
         _, path = candidate_port(spec, port, [target])
@@ -52,14 +54,12 @@ def profile_command(
     choice = choose_sandbox(sandbox)
     opened = open_sandbox(choice.kind)
     console.print(choice.line(opened), highlight=False)
-    rust = target == "rust"
     with console.status(f"profiling {path} at batch {batch}"):
-        profiler = run_profile_rust if rust else run_profile
-        profile = profiler(spec, path, batch, opened)
+        profile = kind.load_code("profile")(spec, path, batch, opened)
     if as_json:
         print(json.dumps(profile, indent=2))
     else:
-        (render_rust if rust else render)(profile, console, top)
+        kind.load_code("profile_render")(profile, console, top)
 
 
 def register(app: typer.Typer) -> None:

@@ -36,4 +36,6 @@ TARGET = Target(
     make_batch="envforge.envs.make:jax_batch",
     default_api="gymnax",
     python_module=True,
+    profile="envforge.bench.profile:run_profile",
+    profile_render="envforge.bench.profile_report:render",
 )

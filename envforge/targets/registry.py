@@ -65,6 +65,10 @@ class Target:
     """The port's own source files inside its folder (mutation, prompts), when not a module."""
     tape_kit: bool = False
     """An agent writing this target gets envforge's draw interface for tape/distribution specs."""
+    profile: str | None = None
+    """``module:function(spec, port, batch, sandbox) -> dict``: ``envforge profile``'s job."""
+    profile_render: str | None = None
+    """``module:function(profile, console, top)``: how ``envforge profile`` prints it."""
 
     def load_code(self, attribute: str) -> Any:
         """The code one of the ``module:attribute`` fields names (None when unset)."""

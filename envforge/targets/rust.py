@@ -27,4 +27,6 @@ TARGET = Target(
     make_batch="envforge.envs.make:rust_batch",
     source_globs=("src/**/*.rs",),
     tape_kit=True,
+    profile="envforge.bench.profile_rust:run_profile_rust",
+    profile_render="envforge.bench.profile_report:render_rust",
 )
