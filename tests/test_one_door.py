@@ -208,7 +208,10 @@ ALLOWED = {
     ("bench/python_loop.py", "load_module"): "a Python reference",
     ("external/mcp_server.py", "open_driver"): "the reference, beside the sandboxed port",
     ("commands/rules.py", "open_driver"): "the reference the rule cases run on first",
-    ("commands/profile.py", "load_code"): "a target's profiler (it runs the port as a sandboxed job)",
+    (
+        "commands/profile.py",
+        "load_code",
+    ): "a target's profiler (it runs the port as a sandboxed job)",
     ("rules/versions.py", "open_driver"): "the reference side of two versions compared",
     ("mutate/sweep_plan.py", "build_driver"): "the reference's sweep digests",
     ("mutate/sweep_plan.py", "open_driver"): "the reference's sweep digests",
