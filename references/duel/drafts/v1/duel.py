@@ -41,12 +41,29 @@ MAX_ENERGY = 5  # L12
 STEP_CAP = 200  # L44
 
 
-def _pad(cards, size):
-    return [int(c) for c in cards] + [0] * (size - len(cards))
+def _upto(values, pad):
+    """A list attribute as envforge writes it: the values up to the first pad value."""
+    out = []
+    for v in values:
+        if int(v) == pad:
+            break
+        out.append(int(v))
+    return out
+
+
+def _pad(values, size, pad=0):
+    """Exactly size values: cut, or filled with pad (only the observation needs this)."""
+    values = [int(v) for v in values][:size]
+    return values + [pad] * (size - len(values))
 
 
 class Duel:
-    """You against a scripted opponent; sides are "my" and "opp" in the attributes."""
+    """You against a scripted opponent; sides are "my" and "opp" in the attributes.
+
+    List attributes are variable-length (env.toml pads them: 0, or -1 for ready flags): a
+    deck, hand or board holds exactly its cards, and the health and ready lists hold one
+    entry per creature on the board. Lists written padded are read up to their first pad.
+    """
 
     def __init__(self):
         self.np_random = np.random.default_rng()
@@ -55,16 +72,16 @@ class Duel:
         self.energy = 0
         self.turn = 1
         self.steps = 0
-        self.my_deck = [0] * DECK_SIZE
-        self.opp_deck = [0] * DECK_SIZE
-        self.my_hand = [0] * HAND_SIZE
-        self.opp_hand = [0] * HAND_SIZE
-        self.my_board = [0] * BOARD_SIZE
-        self.my_health = [0] * BOARD_SIZE
-        self.my_ready = [0] * BOARD_SIZE
-        self.opp_board = [0] * BOARD_SIZE
-        self.opp_health = [0] * BOARD_SIZE
-        self.opp_ready = [0] * BOARD_SIZE
+        self.my_deck = []
+        self.opp_deck = []
+        self.my_hand = []
+        self.opp_hand = []
+        self.my_board = []
+        self.my_health = []
+        self.my_ready = []
+        self.opp_board = []
+        self.opp_health = []
+        self.opp_ready = []
 
     # ------------------------------------------------------------------ reset / step
 
@@ -75,18 +92,18 @@ class Duel:
         my_deck = self.np_random.permutation(np.arange(1, DECK_SIZE + 1))
         opp_deck = self.np_random.permutation(np.arange(1, DECK_SIZE + 1))
         # L7
-        self.my_deck = _pad(my_deck, DECK_SIZE)
-        self.opp_deck = _pad(opp_deck, DECK_SIZE)
+        self.my_deck = [int(c) for c in my_deck]
+        self.opp_deck = [int(c) for c in opp_deck]
         self.my_life = MAX_LIFE
         self.opp_life = MAX_LIFE
-        self.my_hand = [0] * HAND_SIZE
-        self.opp_hand = [0] * HAND_SIZE
-        self.my_board = [0] * BOARD_SIZE
-        self.my_health = [0] * BOARD_SIZE
-        self.my_ready = [0] * BOARD_SIZE
-        self.opp_board = [0] * BOARD_SIZE
-        self.opp_health = [0] * BOARD_SIZE
-        self.opp_ready = [0] * BOARD_SIZE
+        self.my_hand = []
+        self.opp_hand = []
+        self.my_board = []
+        self.my_health = []
+        self.my_ready = []
+        self.opp_board = []
+        self.opp_health = []
+        self.opp_ready = []
         self.energy = 0
         self.steps = 0
         # L8: each side draws 4 cards, you first
@@ -128,33 +145,33 @@ class Duel:
     def _get_obs(self):
         # L69-71 (Q7: a life of 0 or less is observed as 0)
         obs = [
-            max(self.my_life, 0),
-            max(self.opp_life, 0),
-            self.energy,
-            self.turn,
+            max(int(self.my_life), 0),
+            max(int(self.opp_life), 0),
+            int(self.energy),
+            int(self.turn),
             len(self._cards(self.my_deck)),
             len(self._cards(self.opp_deck)),
         ]
-        # L70
+        # L70: 6 hand positions, 0 where empty
         obs += _pad(self._cards(self.my_hand), HAND_SIZE)
-        # L71
+        # L71: 4 positions of each board (cards, healths, ready flags), 0 where empty
         for side in ("my", "opp"):
-            board = self._board(side) + [[0, 0, 0]] * BOARD_SIZE
+            board = self._board(side)
             for k in range(3):
-                obs += [b[k] for b in board[:BOARD_SIZE]]
+                obs += _pad([b[k] for b in board], BOARD_SIZE)
         return np.asarray(obs, dtype=np.float32)
 
     # ------------------------------------------------------------------ helpers
 
     @staticmethod
     def _cards(lst):
-        return [int(c) for c in lst if int(c) != 0]
+        return _upto(lst, 0)
 
     def _get(self, side, what):
         return getattr(self, f"{side}_{what}")
 
-    def _set(self, side, what, value, size):
-        setattr(self, f"{side}_{what}", _pad(value, size))
+    def _set(self, side, what, value):
+        setattr(self, f"{side}_{what}", [int(v) for v in value])
 
     @staticmethod
     def _other(side):
@@ -163,14 +180,14 @@ class Duel:
     def _board(self, side):
         """The side's creatures as [card, health, ready] lists, oldest first."""
         cards = self._cards(self._get(side, "board"))
-        health = list(self._get(side, "health")) + [0] * BOARD_SIZE
-        ready = list(self._get(side, "ready")) + [0] * BOARD_SIZE
-        return [[c, int(health[i]), int(ready[i])] for i, c in enumerate(cards)]
+        health = _pad(_upto(self._get(side, "health"), 0), len(cards))
+        ready = _pad(_upto(self._get(side, "ready"), -1), len(cards))
+        return [[c, health[i], ready[i]] for i, c in enumerate(cards)]
 
     def _store_board(self, side, board):
-        self._set(side, "board", [b[0] for b in board], BOARD_SIZE)
-        self._set(side, "health", [b[1] for b in board], BOARD_SIZE)
-        self._set(side, "ready", [b[2] for b in board], BOARD_SIZE)
+        self._set(side, "board", [b[0] for b in board])
+        self._set(side, "health", [b[1] for b in board])
+        self._set(side, "ready", [b[2] for b in board])
 
     def _lose_life(self, side, amount):
         setattr(self, f"{side}_life", self._get(side, "life") - amount)
@@ -201,14 +218,14 @@ class Duel:
             return
         # L23
         card = deck.pop(0)
-        self._set(side, "deck", deck, DECK_SIZE)
+        self._set(side, "deck", deck)
         hand = self._cards(self._get(side, "hand"))
         # L24 (Q9: discard piles are not in the state: no rule reads them)
         if len(hand) >= HAND_SIZE:
             return
         # L23
         hand.append(card)
-        self._set(side, "hand", hand, HAND_SIZE)
+        self._set(side, "hand", hand)
 
     # ------------------------------------------------------------------ turns
 
@@ -265,7 +282,7 @@ class Duel:
         """Play a legal, paid-for card from hand position pos."""
         hand = self._cards(self._get(side, "hand"))
         card = hand.pop(pos)
-        self._set(side, "hand", hand, HAND_SIZE)
+        self._set(side, "hand", hand)
         other = self._other(side)
         health = CARDS[card][3]
         if health is not None:
