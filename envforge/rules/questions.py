@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition
+from envforge.errors import DriverFailure
 from envforge.rules.citations import cited_by_run
 from envforge.rules.text import RulesText
 from envforge.spec import EnvSpec
@@ -70,6 +71,8 @@ def start_of(spec: EnvSpec, finding: Finding, first: Driver) -> tuple[State, Any
 
 def _outcome(tr: Transition, keys: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {k: tr.state[k][0] for k in keys if k in tr.state}
+    if "obs" in keys:  # a difference only the observation shows: show it
+        out["obs"] = tr.obs[0]
     out.update(
         reward=float(tr.reward[0]),
         terminated=bool(tr.terminated[0]),
@@ -114,7 +117,11 @@ def ask(
     )
     keys = list(finding.fields) or [f.name for f in spec.state]
     for label, driver, source in versions:
-        tr, cited = step_with_citations(driver, source, spec, state, action)
+        try:
+            tr, cited = step_with_citations(driver, source, spec, state, action)
+        except DriverFailure as exc:  # a version that raises there: that is its answer
+            question.answers.append(VersionAnswer(label, {"raised": str(exc)}, [], []))
+            continue
         question.answers.append(VersionAnswer(label, _outcome(tr, keys), cited, rules.quote(cited)))
     return question
 

@@ -89,7 +89,8 @@ def compare(
         report = verify(base, other.source, levels, options, other=version_recipe(spec, other))
         result.reports[other.label] = report
         finding = next((f for lv in report.levels for f in lv.findings), None)
-        if report.passed or finding is None or not finding.actions:
+        # a version that crashed or broke the contract is repaired, not asked about
+        if report.verdict != "not equivalent" or finding is None or not finding.actions:
             continue
         first = open_driver(version_recipe(spec, versions[0]), True)
         pair = [(versions[0].label, first, versions[0].source)]
