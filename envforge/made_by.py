@@ -9,9 +9,11 @@ do::
     ---
     # Provenance: ...
 
-``hand``: written by a person or a coding-agent session working by hand, not by
-``envforge translate``; ``agent``: written by ``envforge translate`` (or ``envforge batch``),
-which writes this front matter itself; ``third-party``: someone else's port behind envforge's
+``hand``: written by a person or a coding-agent session working by hand (reading what it
+likes), not from envforge's prompt; ``agent``: written by a coding agent from envforge's own
+task, either ``envforge translate`` (or ``envforge batch``), which writes this front matter
+itself, or an agent working only from an ``envforge prompt`` workspace (its PROVENANCE.md says
+which); ``third-party``: someone else's port behind envforge's
 port contract (Brax's HalfCheetah). ``tests/test_made_by.py`` checks that every PROVENANCE.md
 under ``generated/`` declares one, and ``envforge list`` shows it beside each port.
 """
