@@ -127,6 +127,8 @@ def handler_lines(killed: list[dict[str, Any]]) -> list[str]:
 def section(data: dict[str, Any], command: str) -> list[str]:
     counts = data["status_counts"]
     port = f"{data.get('target', 'jax')} port" if data["side"] == "port" else data["side"]
+    if data.get("port"):  # a campaign on a port folder of its own (--port), not the shipped one
+        port += f" {data['port']}"
     lines = [
         f"## {data['env']} ({port}: {', '.join(data['files'])})",
         "",
