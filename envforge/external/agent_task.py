@@ -25,7 +25,7 @@ from envforge.targets import get_target
 
 TASK_MAX = 20_000
 """Bytes of AGENTS.md no shipped env's workspace may reach."""
-QUOTE_UNDER = 16_000
+QUOTE_UNDER = 17_000
 """The reference's source is quoted in the task only while the task stays under this."""
 
 
