@@ -287,6 +287,7 @@ def test_kill_9_mid_batch_then_the_same_command_resumes_to_the_same_end(
     assert _read_db(db, "SELECT count(*) FROM reservations") == [(0,)]
 
 
+@pytest.mark.slow
 def test_the_same_manifest_on_a_local_ray_instance(
     reference_run: tuple[Path, BatchReport], tmp_path: Path
 ) -> None:

@@ -116,6 +116,7 @@ def test_states_follow_scale_and_steering_finds_the_rare_natural_line() -> None:
         pair.close()
 
 
+@pytest.mark.slow
 def test_own_key_port_with_an_ace_first_natural_fails_l1_naming_reward(tmp_path: Path) -> None:
     """The proving case, at default scale: steering to the reference's ``reward = 1.5`` line
     puts naturals among the tested states, and the two-sample test on reward fails."""

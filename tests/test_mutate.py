@@ -258,6 +258,7 @@ def small_campaign(kind: str, mutants: list[str]):  # type: ignore[no-untyped-de
     return run_campaign(target, [0, 1], options, parallel=2, time_limit_s=300, only=mutants)
 
 
+@pytest.mark.slow
 def test_small_fixed_campaign_kills_and_localizes() -> None:
     """CI's fixed sample: two pong port mutants through L0-L1 at reduced scale."""
     spec = spec_for_name("pong")

@@ -126,6 +126,7 @@ def _point_random_and_trained(result) -> tuple[float, float]:
     return float(trained.returns.mean()), float(random.returns.mean())
 
 
+@pytest.mark.slow
 def test_gaussian_policy_with_obs_normalization_learns_and_round_trips(tmp_path):
     cfg = dataclasses.replace(POINT_PPO, normalize_obs=True)
     result = train_fused(load_port(POINT_PORT, "point"), POINT_SPEC, cfg, seeds=2)
@@ -187,6 +188,7 @@ def test_running_obs_statistics_match_numpy():
     np.testing.assert_allclose(np.asarray(norm.var), everything.var(axis=0), rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_host_loop_trains_through_a_driver():
     driver = JaxDriver(POINT_SPEC, POINT_PORT)
     vec = DriverVecEnv(driver, POINT_SPEC, 2 * POINT_PPO.num_envs)
@@ -232,6 +234,7 @@ def test_l4_table_is_typed():
     assert cfg.reverse_ppo.total_timesteps == cfg.ppo.total_timesteps // 10
 
 
+@pytest.mark.slow
 def test_one_hot_observations_feed_the_networks_and_round_trip(tmp_path):
     """FrozenLake's observation is a cell index: with ``obs_one_hot`` the networks see cell 3
     and cell 4 as unrelated inputs, not as neighbouring numbers; a saved policy keeps it; and

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, apply_patch
 
 from envforge.spec import EnvSpec, load_spec
@@ -33,6 +34,7 @@ def test_power_grows_with_samples_and_effect() -> None:
     assert chi2_power(2000, 1e-4, 2, 0.05) < 0.1
 
 
+@pytest.mark.slow
 def test_distribution_mode_passes_the_port_and_fails_slip_one_quarter(tmp_path: Path) -> None:
     spec = _distribution_spec(tmp_path)
     good = verify(spec, PORT.parent, [1], OPTIONS).levels[0]

@@ -246,6 +246,7 @@ def test_build_errors_are_l0_findings_with_the_compiler_message(pong_spec, tmp_p
 # ---- the ports through the verifier ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_pong_rust_port_is_equivalent_at_levels_0_to_3(pong_spec) -> None:  # type: ignore[no-untyped-def]
     options = VerifyOptions(scale=0.05, seed_sweep=QUICK_SWEEP)
     report = verify(pong_spec, PONG, [0, 1, 2, 3], options)

@@ -175,6 +175,7 @@ def test_make_gives_the_taxi_and_frozenlake_rust_ports_as_vector_envs(env: str) 
     assert ended >= 256  # every env ended at least one episode (the time limit at the latest)
 
 
+@pytest.mark.slow
 @needs_rust
 def test_distribution_specs_draw_from_the_rust_ports_seeded_generator(tmp_path: Path) -> None:
     """`[rng] step = "distribution"`: `step_draws` without a tape draws from a generator seeded
