@@ -106,7 +106,7 @@ def load_cases(path: str | Path, spec: EnvSpec, rules: RulesText) -> list[RuleCa
     return cases
 
 
-def _write(spec: EnvSpec, state: dict[str, np.ndarray], key: str, value: Any, where: str) -> None:
+def _write(state: dict[str, np.ndarray], key: str, value: Any, where: str) -> None:
     column = state[key]
     try:
         row = np.asarray(value, dtype=column.dtype)
@@ -138,7 +138,7 @@ def run_case(driver: Driver, spec: EnvSpec, case: RuleCase, rules: RulesText) ->
         k: np.array(v, copy=True) for k, v in driver.reset(np.array([case.seed], np.uint32)).items()
     }
     for key, value in case.set.items():
-        _write(spec, state, key, value, where)
+        _write(state, key, value, where)
     actions = np.asarray([case.action], dtype=spec.action.dtype)
     if spec.rng.step != "none":  # draws inside step: from a seed, no tape
         seeds = np.array([case.seed], dtype=np.uint64)

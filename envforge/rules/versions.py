@@ -79,7 +79,6 @@ def compare(
     rules: RulesText,
     levels: list[int],
     options: VerifyOptions,
-    first_number: int = 1,
 ) -> Comparison:
     """Verify each version after the first against the first; ask one rule question per pair
     that disagrees (its first finding, already shrunk by the level that found it)."""
@@ -102,7 +101,7 @@ def compare(
             raise
         pair.append((other.label, second, other.source))
         try:
-            number = first_number + len(result.questions)
+            number = 1 + len(result.questions)
             result.questions.append(ask(number, spec, finding, pair, rules))
         finally:
             for _, driver, _ in pair:
