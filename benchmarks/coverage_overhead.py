@@ -3,8 +3,8 @@
     python benchmarks/coverage_overhead.py [--repeats 5]
 
 Rows: the pong C reference's batched step (4096 envs), plain build against the gcov-instrumented
-one (``backends/gcov.py``), and CartPole's gymnasium step (256 envs, one env object each)
-without and with coverage.py counting (``backends/coverage.py``). Both in this process; the
+one (``coverage/gcov.py``), and CartPole's gymnasium step (256 envs, one env object each)
+without and with coverage.py counting (``coverage/lines.py``). Both in this process; the
 ratio is instrumented / plain steps per second (medians of interleaved runs). Reading coverage
 (a gcov run, or coverage.py's data) happens once per level and is timed separately.
 """

@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from envforge.draft.draft import draft_spec  # noqa: E402
-from envforge.draft.render import render_toml  # noqa: E402
+from envforge.init.draft import draft_spec  # noqa: E402
+from envforge.init.render import render_toml  # noqa: E402
 from envforge.spec import load_spec  # noqa: E402
 from envforge.verify.context import VerifyOptions  # noqa: E402
 from envforge.verify.runner import verify  # noqa: E402

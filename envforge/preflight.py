@@ -34,7 +34,7 @@ def check_translate(spec: EnvSpec, target: str, transfer: bool = False) -> None:
 def check_reference_tools(spec: EnvSpec) -> None:
     kind = spec.reference_kind
     if kind == "c":
-        from envforge.backends.cc import c_compiler
+        from envforge.cc import c_compiler
 
         compiler = c_compiler()
         if compiler is None or shutil.which(compiler) is None:
@@ -53,7 +53,7 @@ def check_jax() -> None:
 
 def check_rust() -> None:
     """cargo and maturin as the build finds them, then the crates vendored (or fetched now)."""
-    from envforge.backends.rust_build import rust_cache, toolchain
+    from envforge.native.rust_build import rust_cache, toolchain
 
     toolchain.cache_clear()  # PATH may have changed since an earlier lookup in this process
     try:
@@ -68,7 +68,7 @@ def check_rust() -> None:
 
 def _vendor(crates: list[RustCrate], cache_root: Path) -> None:
     """Vendor the crates through a scratch crate that depends on them (needs the network once)."""
-    from envforge.backends.rust_build import fetch_dependencies
+    from envforge.native.rust_build import fetch_dependencies
 
     names = ", ".join(f"{c.name} {c.version}" for c in crates)
     cache_root.mkdir(parents=True, exist_ok=True)

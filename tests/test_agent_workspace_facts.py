@@ -20,20 +20,20 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
-from envforge.external.agent_task import QUOTE_UNDER, TASK_MAX
-from envforge.external.next_prompt import next_repair_prompt
-from envforge.external.reference_copy import (
-    PROJECT_NOTES,
-    SHIPPED_PORTS,
-    implementer_notes,
-    without_port_table,
-)
-from envforge.external.workspace import TASK_FILES, write_workspace
 from envforge.prompts.render import RUST_DEFAULT_MAX
 from envforge.prompts.render import TARGETS as PROMPT_TARGETS
 from envforge.spec import EnvSpec, load_spec
 from envforge.stats import compare_samples
 from envforge.verify.verdict import LevelResult, Report
+from envforge.workspace.agent_task import QUOTE_UNDER, TASK_MAX
+from envforge.workspace.next_prompt import next_repair_prompt
+from envforge.workspace.reference_copy import (
+    PROJECT_NOTES,
+    SHIPPED_PORTS,
+    implementer_notes,
+    without_port_table,
+)
+from envforge.workspace.write import TASK_FILES, write_workspace
 
 ENVS = sorted(p.parent.name for p in (ROOT / "references").glob("*/env.toml"))
 TARGETS = tuple(PROMPT_TARGETS)  # every target envforge can write a task for

@@ -38,7 +38,7 @@ from envforge.cost.ledger import LedgerEntry
 from envforge.cost.prices import user_price
 from envforge.errors import BadInput
 from envforge.messages import ModelRequest, Usage, user
-from envforge.repair.orchestrate import Iteration
+from envforge.translate.orchestrate import Iteration
 
 ROOT = Path(__file__).resolve().parents[1]
 # 1000*3 + 200*15 + 5000*0.3 + 300*3.75 = 8625 micro-dollars per call at the manifest's rates

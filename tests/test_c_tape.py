@@ -1,4 +1,4 @@
-"""C references draw inside ``step`` through envforge's draw hook (``backends/c_draws.py``).
+"""C references draw inside ``step`` through envforge's draw hook (``native/c_draws.py``).
 
 ``references/pig`` (the dice game Pig, C) rolls every die through ``pig_draw``; the C driver
 records each draw (kind, parameters, value, the reference's line) as the tape its JAX port

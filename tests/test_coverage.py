@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from envforge.backends.c import CDriver
-from envforge.backends.coverage import LineCoverage, excluded_lines, line_ranges, merge_all
 from envforge.backends.gymnasium import GymnasiumDriver
+from envforge.coverage.lines import LineCoverage, excluded_lines, line_ranges, merge_all
 from envforge.spec import load_spec
 from envforge.spec_lookup import spec_for_name
 from envforge.verify.context import VerifyOptions

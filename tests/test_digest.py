@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from conftest import PONG_SPEC
 
-from envforge.backends.digest import state_digests
 from envforge.backends.recipe import open_driver, reference_recipe
+from envforge.digest.blocks import state_digests
 from envforge.errors import BadInput
 from envforge.spec import load_spec
 from envforge.verify.runner import parse_seed_sweep
@@ -54,7 +54,7 @@ def test_swapped_rows_and_cancelling_changes_are_seen(hashing: str) -> None:
 @pytest.fixture(params=["native", "numpy"])
 def hashing(request, monkeypatch) -> str:
     """Each test of the digest's definition runs on the C library and on the numpy fallback."""
-    from envforge.backends import digest_native
+    from envforge.digest import native as digest_native
 
     if request.param == "numpy":
         monkeypatch.setenv("ENVFORGE_NUMPY_DIGEST", "1")
@@ -93,7 +93,8 @@ def mixed_fields_and_views(n: int):
 def test_the_c_library_gives_the_numpy_digests(n: int, block: int) -> None:
     """The native hash (tiles of 1024 rows, vectorized for this CPU) is the numpy definition,
     for short and whole blocks, tiles that straddle blocks, contiguous and strided words."""
-    from envforge.backends import digest, digest_native
+    from envforge.digest import blocks as digest
+    from envforge.digest import native as digest_native
 
     assert digest_native.available()
     for spec, states in ((SPEC, random_states(n, seed=n)), mixed_fields_and_views(n)):
@@ -105,7 +106,7 @@ def test_the_c_library_gives_the_numpy_digests(n: int, block: int) -> None:
 
 
 def test_without_a_c_compiler_numpy_hashes_the_same(tmp_path, monkeypatch) -> None:
-    from envforge.backends import digest_native
+    from envforge.digest import native as digest_native
 
     states = random_states(5000)
     want = state_digests(SPEC, states, 1024)
@@ -159,8 +160,8 @@ def test_native_digests_are_the_numpy_digests(side: str) -> None:
 
 
 def test_c_shim_hashes_natively_only_fields_stored_as_their_spec_dtype() -> None:
-    from envforge.backends.c_shim import digest_shim
-    from envforge.backends.c_struct import parse_struct
+    from envforge.native.c_shim import digest_shim
+    from envforge.native.c_struct import parse_struct
 
     members = parse_struct((SPEC.root / "pong.c").read_text(), "Pong")
     assert "envforge_reset_digest" in digest_shim(SPEC, members)
@@ -420,7 +421,7 @@ def test_the_c_reference_digests_on_two_threads_as_on_one() -> None:
 def test_shared_state_finds_what_two_threads_would_share(tmp_path, body: str, named) -> None:  # type: ignore[no-untyped-def]
     import subprocess
 
-    from envforge.backends.c_threads import shared_state
+    from envforge.native.c_threads import shared_state
 
     src = tmp_path / "ref.c"
     src.write_text("int pure(int x) { return 2 * x; }\n" + body + "\n")

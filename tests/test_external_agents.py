@@ -24,12 +24,12 @@ from conftest import PONG_PORT, ROOT, apply_patch
 
 from envforge.commands.verify import rerun_command
 from envforge.errors import BadInput
-from envforge.external.next_prompt import next_repair_prompt
-from envforge.external.workspace import CONFIG_FILE, TASK_FILES, load_config, write_workspace
 from envforge.spec import load_spec
 from envforge.spec_lookup import spec_for_name
 from envforge.verify.findings import Finding, SourceLocation
 from envforge.verify.verdict import LevelResult, Report
+from envforge.workspace.next_prompt import next_repair_prompt
+from envforge.workspace.write import CONFIG_FILE, TASK_FILES, load_config, write_workspace
 
 MCP_TOOLS = {"verify", "repair_prompt", "latest_report", "spec", "reference", "bench"}
 
@@ -195,7 +195,7 @@ def test_mcp_server_over_stdio_verifies_a_broken_port_and_localizes_it(tmp_path:
 
 def test_mcp_serves_any_port_without_a_workspace(tmp_path: Path) -> None:
     from envforge.commands.mcp import _config
-    from envforge.external.mcp_server import VerifierSession
+    from envforge.mcp.server import VerifierSession
 
     config = _config(tmp_path, "pong", None, None, PONG_PORT, "jax", "0-1")
     assert (

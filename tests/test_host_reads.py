@@ -24,17 +24,17 @@ from conftest import PONG_PORT, ROOT
 from envforge.agents.loop import AgentLimits
 from envforge.agents.scripted import ScriptedModel, reply
 from envforge.cost.prices import user_price
-from envforge.external.mcp_server import REPORT_FILE, VerifierSession
-from envforge.external.workspace import load_config, write_workspace
+from envforge.mcp.server import REPORT_FILE, VerifierSession
 from envforge.messages import part_to_dict
-from envforge.repair.job import TranslateJob, run_translate_job
-from envforge.repair.orchestrate import RepairConfig
 from envforge.sandbox.confine import probe
 from envforge.sandbox.docker import docker_available
 from envforge.spec_lookup import spec_for_name
+from envforge.translate.job import TranslateJob, run_translate_job
+from envforge.translate.orchestrate import RepairConfig
 from envforge.verify.context import VerifyOptions
 from envforge.verify.findings import Finding, SourceLocation
 from envforge.verify.verdict import LevelResult, Report
+from envforge.workspace.write import load_config, write_workspace
 
 DOCKER = pytest.mark.skipif(not docker_available(), reason="no docker engine")
 KINDS = ["process", pytest.param("docker", marks=DOCKER)]

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from conftest import PONG_SPEC, ROOT
 
-from envforge.backends.rust_build import fetch_workspace_dependencies
-from envforge.external.workspace import write_workspace
+from envforge.native.rust_build import fetch_workspace_dependencies
 from envforge.spec_lookup import spec_for_name
+from envforge.workspace.write import write_workspace
 
 PONG_C = PONG_SPEC.parent / "pong.c"
 DEEP = 3000

@@ -16,11 +16,11 @@ from conftest import ROOT
 from typer.testing import CliRunner
 
 from envforge.cli import app
-from envforge.draft.draft import draft_spec
-from envforge.draft.render import render_toml
-from envforge.draft.selfcheck import SelfCheckConfig, self_check
-from envforge.draft.selfcheck_cache import cached_or_run
 from envforge.errors import BadInput
+from envforge.init.draft import draft_spec
+from envforge.init.render import render_toml
+from envforge.init.selfcheck import SelfCheckConfig, self_check
+from envforge.init.selfcheck_cache import cached_or_run
 from envforge.spec import load_spec
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
@@ -497,7 +497,7 @@ def test_model_proposals_are_kept_only_if_the_reference_accepts_them(tmp_path: P
     from envforge.cost.ledger import Ledger
     from envforge.cost.meter import MeteredModel
     from envforge.cost.prices import Price
-    from envforge.draft.assist import assist, reference_source
+    from envforge.init.assist import assist, reference_source
     from envforge.messages import Usage
 
     draft = draft_spec("gymnasium:CartPole-v1", "cartpole", tmp_path)

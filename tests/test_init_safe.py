@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
-from envforge.draft.draft import draft_spec
-from envforge.draft.render import render_toml
 from envforge.errors import BadInput
+from envforge.init.draft import draft_spec
+from envforge.init.render import render_toml
 from envforge.rng.recorder import RowLog, recording
 from envforge.spec import load_spec
 from envforge.verify.context import VerifyOptions

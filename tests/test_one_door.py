@@ -19,14 +19,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from envforge.external.workspace import load_config, write_workspace
-from envforge.repair.orchestrate import RepairConfig, RepairLoop
-from envforge.repair.throughput import Throughput
 from envforge.sandbox.confine import probe
 from envforge.sandbox.docker import docker_available
 from envforge.spec_lookup import spec_for_name
+from envforge.translate.orchestrate import RepairConfig, RepairLoop
+from envforge.translate.throughput import Throughput
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
+from envforge.workspace.write import load_config, write_workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 PONG_PORT = ROOT / "generated/pong/jax/pong.py"
@@ -105,7 +105,7 @@ def test_l4_trains_on_the_port_inside_the_sandbox(tmp_path: Path, kind: str) -> 
 
 
 def test_mcp_bench_runs_the_port_in_the_servers_sandbox(tmp_path: Path, kind: str) -> None:
-    from envforge.external.mcp_server import VerifierSession
+    from envforge.mcp.server import VerifierSession
 
     secret, told = secret_file(tmp_path / "private")
     marker = tmp_path / "marker.txt"
@@ -206,7 +206,7 @@ ALLOWED = {
     ("draft/selfcheck.py", "build_driver"): "the reference (init's self-check)",
     ("draft/probe.py", "load_module"): "the reference class init drafts a spec from",
     ("bench/python_loop.py", "load_module"): "a Python reference",
-    ("external/mcp_server.py", "open_driver"): "the reference, beside the sandboxed port",
+    ("mcp/server.py", "open_driver"): "the reference, beside the sandboxed port",
     ("commands/rules.py", "open_driver"): "the reference the rule cases run on first",
     (
         "commands/profile.py",

@@ -18,11 +18,11 @@ from envforge.agents.loop import AgentLimits
 from envforge.agents.scripted import ScriptedModel, reply
 from envforge.cost.prices import user_price
 from envforge.errors import BadInput
-from envforge.external.optimize_workspace import write_optimize_workspace
-from envforge.repair.job import TranslateJob, run_translate_job
-from envforge.repair.orchestrate import RepairConfig
 from envforge.spec_lookup import spec_for_name
+from envforge.translate.job import TranslateJob, run_translate_job
+from envforge.translate.orchestrate import RepairConfig
 from envforge.verify.context import VerifyOptions
+from envforge.workspace.optimize_workspace import write_optimize_workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 CARTPOLE = ROOT / "generated" / "cartpole" / "jax" / "cartpole.py"

@@ -15,9 +15,9 @@ from envforge.cost.ledger import Ledger
 from envforge.cost.prices import user_price
 from envforge.made_by import declared_made_by
 from envforge.messages import ModelRequest, ModelResponse, Usage
-from envforge.repair.job import TranslateJob, run_translate_job
-from envforge.repair.orchestrate import RepairConfig
 from envforge.spec_lookup import spec_for_name
+from envforge.translate.job import TranslateJob, run_translate_job
+from envforge.translate.orchestrate import RepairConfig
 from envforge.verify.context import VerifyOptions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -245,7 +245,7 @@ def test_a_landing_killed_half_way_leaves_a_folder_envforge_can_land_in_again(
 ) -> None:
     """A batch killed while landing a port must resume: `out` is never left part-written
     without PROVENANCE.md (check_out_dir would refuse it as not envforge's)."""
-    from envforge.repair.workspace import PROVENANCE, check_out_dir, land_atomically
+    from envforge.translate.workspace import PROVENANCE, check_out_dir, land_atomically
 
     out = tmp_path / "generated" / "pong" / "jax-x"
 

@@ -16,7 +16,7 @@ from conftest import QUICK_SWEEP
 
 from envforge.backends.c import CDriver
 from envforge.backends.rust import RustDriver
-from envforge.backends.rust_build import build_hash, cached_extension
+from envforge.native.rust_build import build_hash, cached_extension
 from envforge.sandbox.confine import probe
 from envforge.sandbox.docker import docker_available
 from envforge.spec_lookup import spec_for_name
@@ -279,7 +279,7 @@ def test_a_crate_is_built_from_its_own_files_whatever_was_built_before(tmp_path:
     import os
     import time
 
-    from envforge.backends.rust_build import build_extension
+    from envforge.native.rust_build import build_extension
 
     first = tmp_path / "first"
     shutil.copytree(CARTPOLE, first, ignore=shutil.ignore_patterns("target"))

@@ -312,7 +312,7 @@ def test_children_use_the_hosts_vendored_crates_whatever_home_says(
     """A sandboxed child's HOME is its scratch dir: without the caches named explicitly it would
     look for vendored crates under it, find none and (no network) fail to fetch them. It reads
     the host's vendored crates and built modules, and builds into its sandbox's own cache."""
-    from envforge.backends.rust_build import rust_cache
+    from envforge.native.rust_build import rust_cache
     from envforge.sandbox.paths import child_environment
 
     for name in ("ENVFORGE_RUST_CACHE", "ENVFORGE_RUST_VENDOR", "ENVFORGE_CACHE"):

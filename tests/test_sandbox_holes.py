@@ -135,7 +135,7 @@ def test_commands_reach_no_host_socket(
 PLANT = """
 import sys
 from pathlib import Path
-from envforge.backends.rust_build import build_hash, module_name, rust_cache
+from envforge.native.rust_build import build_hash, module_name, rust_cache
 crate = Path("planted")
 name = f"{module_name(crate)}-{build_hash(crate)}.so"
 for lib in (Path(sys.argv[1]), rust_cache().root / "lib"):
@@ -148,7 +148,7 @@ for lib in (Path(sys.argv[1]), rust_cache().root / "lib"):
 """
 LOOK = """
 from pathlib import Path
-from envforge.backends.rust_build import cached_extension
+from envforge.native.rust_build import cached_extension
 print("FOUND", cached_extension(Path("planted")))
 """
 
@@ -295,8 +295,8 @@ def test_commands_see_no_credentials_whatever_their_names(
 def test_a_crate_whose_lock_file_is_a_fifo_is_refused_on_the_host(tmp_path: Path) -> None:
     """The host vendors a crate's dependencies before a sandbox runs: it reads ``Cargo.lock``,
     which an agent's command may have made a FIFO (reading it would block for ever)."""
-    from envforge.backends.rust_build import fetch_dependencies
     from envforge.errors import ContractViolation
+    from envforge.native.rust_build import fetch_dependencies
 
     crate = tmp_path / "crate"
     (crate / "src").mkdir(parents=True)

@@ -168,7 +168,7 @@ def test_the_host_fetch_step_follows_no_git_dependency(
 def test_the_manifest_check_finds_every_way_out(tmp_path: Path) -> None:
     """Every table where cargo takes a dependency from elsewhere; the project's own ports and
     a path inside the crate pass."""
-    from envforge.backends.cargo_sources import foreign_sources
+    from envforge.native.cargo_sources import foreign_sources
 
     head = '[package]\nname = "x"\nversion = "0.1.0"\n'
     cases = {

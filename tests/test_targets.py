@@ -14,9 +14,9 @@ from envforge.bench.suite import find_ports
 from envforge.cli import app
 from envforge.errors import BadInput
 from envforge.prompts.render import translation_context
-from envforge.repair.workspace import port_layout
 from envforge.spec_lookup import default_port, spec_for_name
 from envforge.targets import all_targets, get_target, target_names, target_of_port
+from envforge.translate.workspace import port_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from envforge.backends.coverage import LineCoverage
-from envforge.backends.digest import state_digests
+from envforge.coverage.lines import LineCoverage
+from envforge.digest.blocks import state_digests
 from envforge.errors import ContractViolation
 from envforge.rng.draws import DrawLog
 from envforge.spec import EnvSpec
@@ -117,7 +117,7 @@ class Driver(ABC):
         """Reset ``batch`` envs (seeds 0..batch-1) and step them ``steps`` times with uniform
         random actions, all in one call; the rewards' sum comes back as a checksum. The host
         times this call around a sandboxed driver: a throughput it measured itself, never a
-        number the port printed (``repair/throughput.py``)."""
+        number the port printed (``translate/throughput.py``)."""
         rng = np.random.default_rng(seed)
         state = self.reset(np.arange(batch, dtype=np.uint32))
         total = 0.0
@@ -128,7 +128,7 @@ class Driver(ABC):
         return total
 
     def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
-        """Digests (``backends.digest``) of ``reset(seeds)``, one per ``block`` seeds.
+        """Digests (``digest.blocks``) of ``reset(seeds)``, one per ``block`` seeds.
 
         Computed where the driver runs, so an isolated or sandboxed driver sends back a few
         bytes per block instead of every state; the verifier's seed sweep compares these.
@@ -162,7 +162,7 @@ class Driver(ABC):
 
     def coverage_start(self) -> bool:
         """Start counting which reference lines run (forgetting earlier counts); False when
-        this driver cannot (``backends/coverage.py``)."""
+        this driver cannot (``coverage/lines.py``)."""
         return False
 
     def coverage_read(self) -> list[LineCoverage] | None:

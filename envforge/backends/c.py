@@ -20,17 +20,17 @@ from pathlib import Path
 
 import numpy as np
 
-from envforge.backends import c_draws
 from envforge.backends.base import Driver, State, Transition, canonicalize
-from envforge.backends.c_shim import shim_source
-from envforge.backends.c_struct import StructMember, parse_struct
-from envforge.backends.c_threads import sweep_threads
-from envforge.backends.cc import c_compiler
-from envforge.backends.coverage import LineCoverage
-from envforge.backends.digest import join, state_digests
-from envforge.backends.gcov import GcovBuild
 from envforge.cache import cache_root
+from envforge.cc import c_compiler
+from envforge.coverage.gcov import GcovBuild
+from envforge.coverage.lines import LineCoverage
+from envforge.digest.blocks import join, state_digests
 from envforge.errors import BadInput, ContractViolation
+from envforge.native import c_draws
+from envforge.native.c_shim import shim_source
+from envforge.native.c_struct import StructMember, parse_struct
+from envforge.native.c_threads import sweep_threads
 from envforge.rng.draws import DrawLog, row_seeds
 from envforge.spec import EnvSpec
 

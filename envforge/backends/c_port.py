@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path
 
 from envforge.backends.c import CDriver
-from envforge.backends.cc import c_compiler
+from envforge.cc import c_compiler
 from envforge.errors import BadInput, ContractViolation
 from envforge.spec import EnvSpec
 from envforge.spec_sections import CSettings

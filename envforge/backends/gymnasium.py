@@ -29,7 +29,7 @@ import numpy as np
 
 from envforge.backends.attrs import AttrMap, stack_rows
 from envforge.backends.base import Driver, State, Transition, batch_size
-from envforge.backends.coverage import LineCoverage, PythonCoverage
+from envforge.coverage.lines import LineCoverage, PythonCoverage
 from envforge.errors import BadInput, ContractViolation
 from envforge.rng.draws import DrawLog, row_seeds
 from envforge.rng.recorder import (

@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition
-from envforge.backends.coverage import LineCoverage
 from envforge.backends.frames import (
     FrameClosed,
     FrameTimeout,
@@ -37,6 +36,7 @@ from envforge.backends.frames import (
     send_frame,
 )
 from envforge.backends.recipe import Recipe, build_driver, compile_step
+from envforge.coverage.lines import LineCoverage
 from envforge.errors import (
     ContractViolation,
     DriverCrashed,

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, batch_size
-from envforge.backends.digest import LANE_START, fold_index, join, word_key
+from envforge.digest.blocks import LANE_START, fold_index, join, word_key
 from envforge.errors import BadInput, ContractViolation
 from envforge.kit.contract import JaxPort, JaxPortWithDraws, lacks, members
 from envforge.rng.draws import DrawLog
@@ -154,7 +154,7 @@ class JaxDriver(Driver):
         return result
 
     def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
-        """``backends.digest`` computed in the same jitted call as the resets (no state leaves
+        """``digest.blocks`` computed in the same jitted call as the resets (no state leaves
         XLA), when every canonical field already has its spec dtype and 1 or 4 bytes and the
         seeds fill whole blocks; otherwise hashed in numpy like any driver."""
         n = len(seeds)

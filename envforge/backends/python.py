@@ -12,9 +12,9 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from envforge.backends.coverage import PythonCoverage
 from envforge.backends.gymnasium import GymnasiumDriver
 from envforge.backends.jax import load_module
+from envforge.coverage.lines import PythonCoverage
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
 

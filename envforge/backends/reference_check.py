@@ -63,8 +63,8 @@ def read_source(path: Path) -> str:
 
 
 def _check_c(spec: EnvSpec, source: str) -> None:
-    from envforge.backends.c_struct import parse_struct
-    from envforge.backends.cc import c_compiler
+    from envforge.cc import c_compiler
+    from envforge.native.c_struct import parse_struct
 
     assert spec.c is not None  # the spec loader requires a [c] table for a C reference
     try:

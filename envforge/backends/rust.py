@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, batch_size, canonicalize
-from envforge.backends.rust_build import build_extension, crate_files, module_name
 from envforge.errors import ContractViolation
 from envforge.kit.contract import RustEnvBatch, lacks, members
+from envforge.native.rust_build import build_extension, crate_files, module_name
 from envforge.rng.draws import DrawLog, row_seeds
 from envforge.spec import EnvSpec
 

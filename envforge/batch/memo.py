@@ -18,9 +18,9 @@ from envforge import __version__
 from envforge.batch.gate import Channel, ProgressUpdate
 from envforge.port_files import list_port
 from envforge.prompts.sources import reference_sources
-from envforge.repair.orchestrate import Measurer, Verifier
-from envforge.repair.throughput import Throughput
 from envforge.spec import EnvSpec
+from envforge.translate.orchestrate import Measurer, Verifier
+from envforge.translate.throughput import Throughput
 from envforge.verify.context import VerifyOptions
 from envforge.verify.verdict import Report
 

@@ -19,10 +19,10 @@ from envforge.batch.manifest import JobEntry, Manifest
 from envforge.cost.prices import Price, load_price_table, price_from_options
 from envforge.errors import BadInput
 from envforge.prompts.render import target
-from envforge.repair.orchestrate import RepairConfig
-from envforge.repair.workspace import check_out_dir
 from envforge.spec import EnvSpec
 from envforge.spec_lookup import reference_file, references_dirs, spec_for_name, spec_for_reference
+from envforge.translate.orchestrate import RepairConfig
+from envforge.translate.workspace import check_out_dir
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_levels
 

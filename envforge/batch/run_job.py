@@ -24,13 +24,13 @@ from envforge.cost.prices import Price
 from envforge.errors import EnvforgeError
 from envforge.messages import Model
 from envforge.port_files import list_port
-from envforge.repair.job import TranslateJob, TranslateOutcome, run_translate_job
-from envforge.repair.orchestrate import Iteration, Measurer, Verifier
-from envforge.repair.provenance import RunIdentity, provenance_markdown
-from envforge.repair.throughput import Throughput, measure_sandboxed
-from envforge.repair.workspace import land_atomically
 from envforge.sandbox.select import open_sandbox
 from envforge.spec import EnvSpec
+from envforge.translate.job import TranslateJob, TranslateOutcome, run_translate_job
+from envforge.translate.orchestrate import Iteration, Measurer, Verifier
+from envforge.translate.provenance import RunIdentity, provenance_markdown
+from envforge.translate.throughput import Throughput, measure_sandboxed
+from envforge.translate.workspace import land_atomically
 from envforge.verify.runner import verify
 
 STATES = {

@@ -87,12 +87,12 @@ def run_init(
 ) -> InitOutcome:
     """Draft, self-check and (if it passes, or with ``force``) write ``out/env.toml``."""
     from envforge.agents.select import open_model
-    from envforge.draft.assist import assist_with_model
-    from envforge.draft.c_draft import draft_c_spec
-    from envforge.draft.draft import draft_spec
-    from envforge.draft.render import render_readme, render_toml
-    from envforge.draft.selfcheck import SelfCheckConfig, self_check
-    from envforge.draft.selfcheck_cache import remember
+    from envforge.init.assist import assist_with_model
+    from envforge.init.c_draft import draft_c_spec
+    from envforge.init.draft import draft_spec
+    from envforge.init.render import render_readme, render_toml
+    from envforge.init.selfcheck import SelfCheckConfig, self_check
+    from envforge.init.selfcheck_cache import remember
 
     env = name or env_name(ref)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", env):

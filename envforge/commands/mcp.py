@@ -7,10 +7,10 @@ from pathlib import Path
 import typer
 
 from envforge.errors import BadInput
-from envforge.external.workspace import CONFIG_FILE, WorkspaceConfig, load_config
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
 from envforge.spec_lookup import default_port, spec_for_name, spec_for_reference
 from envforge.targets import default_target, target_help
+from envforge.workspace.write import CONFIG_FILE, WorkspaceConfig, load_config
 
 
 def mcp_command(
@@ -32,7 +32,7 @@ def mcp_command(
     config = _config(workspace, env, ref, spec, port, target, levels)
     kind = choose_sandbox(sandbox).kind
     try:
-        from envforge.external.mcp_server import VerifierSession, build_server
+        from envforge.mcp.server import VerifierSession, build_server
 
         server = build_server(VerifierSession(config, kind))
     except ModuleNotFoundError as e:

@@ -12,16 +12,16 @@ from rich.console import Console
 
 from envforge import bounds
 from envforge.errors import BadInput
-from envforge.external.optimize_workspace import (
-    BENCH_SCRIPT,
-    PROFILE_SCRIPT,
-    write_optimize_workspace,
-)
-from envforge.external.workspace import TASK_FILES, VERIFY_SCRIPT, write_workspace
 from envforge.preflight import check_translate
 from envforge.spec_lookup import spec_for_name, spec_for_reference
 from envforge.targets import default_target, target_help
 from envforge.verify.runner import parse_levels
+from envforge.workspace.optimize_workspace import (
+    BENCH_SCRIPT,
+    PROFILE_SCRIPT,
+    write_optimize_workspace,
+)
+from envforge.workspace.write import TASK_FILES, VERIFY_SCRIPT, write_workspace
 
 
 def prompt_command(

@@ -21,10 +21,10 @@ from envforge.commands.init import spec_or_init
 from envforge.cost.prices import price_from_options
 from envforge.errors import BadInput
 from envforge.preflight import check_translate
-from envforge.repair.job import TranslateJob, TranslateOutcome, run_translate_job
-from envforge.repair.orchestrate import RepairConfig
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
 from envforge.targets import default_target, target_help
+from envforge.translate.job import TranslateJob, TranslateOutcome, run_translate_job
+from envforge.translate.orchestrate import RepairConfig
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_levels
 

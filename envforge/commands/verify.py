@@ -13,15 +13,15 @@ from rich.console import Console
 from envforge import bounds
 from envforge.backends.reference_check import check_reference, first_line
 from envforge.commands.init import spec_or_init
-from envforge.draft.selfcheck_cache import cached_or_run
 from envforge.errors import BadInput, BrokenReference, DriverFailure
-from envforge.external.next_prompt import PACKAGE_ROOT, next_repair_prompt
+from envforge.init.selfcheck_cache import cached_or_run
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
 from envforge.spec import EnvSpec, load_spec
 from envforge.spec_lookup import default_port, spec_for_name
 from envforge.targets import default_target, target_help
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_levels, parse_seed_sweep, verify
+from envforge.workspace.next_prompt import PACKAGE_ROOT, next_repair_prompt
 
 
 def verify_command(

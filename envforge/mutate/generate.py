@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envforge.backends.cc import c_compiler
+from envforge.cc import c_compiler
 from envforge.errors import BadInput
 from envforge.mutate.ast_ops import python_edits
 from envforge.mutate.mutant import Edit, Mutant, SourceText

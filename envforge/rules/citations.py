@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envforge.backends.coverage import LineCoverage
+from envforge.coverage.lines import LineCoverage
 from envforge.rules.text import parse_citations
 
 

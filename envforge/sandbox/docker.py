@@ -20,13 +20,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from envforge.backends.rust_build import (
+from envforge.errors import BadInput
+from envforge.native.rust_build import (
     RustCache,
     fetch_workspace_dependencies,
     offline_cargo,
     rust_cache,
 )
-from envforge.errors import BadInput
 from envforge.owned_names import owned_prefix, owner_gone, owner_tag
 from envforge.sandbox.base import (
     CommandResult,

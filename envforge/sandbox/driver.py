@@ -46,7 +46,7 @@ ALLOWED_GLOBALS = {
     ("numpy.core.numeric", "_frombuffer"),
     ("envforge.backends.base", "Transition"),
     ("envforge.rng.draws", "DrawLog"),
-    ("envforge.backends.coverage", "LineCoverage"),  # a drafted version's lines (rules/)
+    ("envforge.coverage.lines", "LineCoverage"),  # a drafted version's lines (rules/)
 }
 
 

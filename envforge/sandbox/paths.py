@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import envforge
-from envforge.backends.rust_build import rust_cache, toolchain
 from envforge.errors import BadInput
+from envforge.native.rust_build import rust_cache, toolchain
 from envforge.sandbox.base import command_environment
 from envforge.sandbox.image import system_mounts
 

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
-from envforge.backends.rust_build import RustCache, fetch_workspace_dependencies, offline_cargo
+from envforge.native.rust_build import RustCache, fetch_workspace_dependencies, offline_cargo
 from envforge.owned_names import owned_prefix
 from envforge.sandbox.base import (
     CommandResult,

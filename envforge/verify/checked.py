@@ -19,7 +19,7 @@ from envforge.backends.base import (
     canonicalize,
     check_transition,
 )
-from envforge.backends.coverage import LineCoverage
+from envforge.coverage.lines import LineCoverage
 from envforge.errors import ContractViolation
 from envforge.rng.draws import DrawLog
 

@@ -40,7 +40,7 @@ class VerifyOptions:
     sandbox: str | None = None
     """Where the port's driver runs: "process", "docker", or None/"none" (a plain child process)."""
     coverage: bool | None = None
-    """Measure the reference's line (C: and branch) coverage at L1-L3 (``backends/coverage.py``).
+    """Measure the reference's line (C: and branch) coverage at L1-L3 (``coverage/lines.py``).
     None: for C references only, where it costs ~2% of a verify's CPU; coverage.py made a
     gymnasium verify take ~13% more CPU (docs/COVERAGE.md), so there it is asked for."""
 

@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from envforge.backends.base import Driver
-from envforge.backends.digest import DIGEST_VERSION
 from envforge.cache import cache_root
+from envforge.digest.blocks import DIGEST_VERSION
 from envforge.spec import EnvSpec
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import take_state
-from envforge.backends.coverage import LineCoverage, line_ranges
+from envforge.coverage.lines import LineCoverage, line_ranges
 from envforge.errors import DriverFailure
 from envforge.verify import distribution_states as ds
 from envforge.verify.context import VerifyContext

@@ -8,7 +8,7 @@ horizon, and states that make the reference run lines of its step nothing else r
    ``valid`` rule, as L1's batched sweep draws them) join them. Each state comes with the action
    that was taken there. ``CANDIDATES`` (times ``--scale``) of them are kept, the same share
    from each source and, within one, late steps as likely as early ones.
-2. **Coverage steering** (``backends/coverage.py``, the counting L1 uses in tape mode). The
+2. **Coverage steering** (``coverage/lines.py``, the counting L1 uses in tape mode). The
    candidates step once on the reference in chunks of ``CHUNK``, each with its own seed; after
    each chunk the reference's coverage says which lines of its step ran. A line no earlier chunk
    ran is traced to the one candidate that ran it by bisection (the chunk's halves stepped again

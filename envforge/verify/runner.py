@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from envforge.backends.base import Driver
-from envforge.backends.coverage import LineCoverage
 from envforge.backends.recipe import Recipe, open_driver, port_recipe, reference_recipe
 from envforge.backends.reference_check import first_line
+from envforge.coverage.lines import LineCoverage
 from envforge.errors import BadInput, BrokenReference, DriverFailure
 from envforge.port_files import list_port
 from envforge.sandbox.driver import open_sandboxed

@@ -1,6 +1,6 @@
 """L1: draws steered towards the reference lines no other L1 check executed.
 
-After L1's other step checks, the reference's coverage so far (``backends/coverage.py``) names
+After L1's other step checks, the reference's coverage so far (``coverage/lines.py``) names
 the lines none of their states reached. Hypothesis then draws batches of states and actions the
 way L1 does (the spec's ranges, boundaries over-weighted), both sides step and are compared, and
 after each batch the reference's coverage says how many of those lines it newly ran; that count
@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings, tar
 from hypothesis import strategies as st
 
 from envforge.backends.base import State
-from envforge.backends.coverage import LineCoverage
+from envforge.coverage.lines import LineCoverage
 from envforge.errors import DriverFailure
 from envforge.verify.context import VerifyContext
 from envforge.verify.strategies import action_strategy, stack_actions, stack_states, state_strategy

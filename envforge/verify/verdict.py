@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from envforge.backends.coverage import LineCoverage, merge_all
+from envforge.coverage.lines import LineCoverage, merge_all
 from envforge.verify.findings import LEVEL_NAMES, Finding, to_jsonable
 
 STATUSES = ("pass", "fail", "error", "inconclusive", "skipped")

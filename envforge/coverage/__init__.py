@@ -1,0 +1,1 @@
+"""Reference coverage: which lines and branches of the reference a stretch of verification ran."""

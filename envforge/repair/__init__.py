@@ -1,1 +1,0 @@
-"""The translate → verify → repair orchestration."""

@@ -1,0 +1,1 @@
+"""`envforge translate`: the translate → verify → repair (and optimize) orchestration."""

@@ -1,0 +1,115 @@
+"""``envforge prompt --optimize``: a workspace whose task is "make this verified port faster".
+
+It is the translation workspace (``workspace/write.py``: reference/, ./verify, the MCP
+configs) with the port already in ``port/`` (the shipped one, or ``--port P``), the task
+replaced by ``prompts/optimize_workspace.j2``, and two more entry points beside ./verify:
+
+<out>/bench     ./bench [options]: envforge bench of port/ beside the reference (host-timed)
+<out>/profile   ./profile [options]: envforge profile of port/
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from envforge.bench.candidate import candidate_port
+from envforge.bench.suite import find_ports
+from envforge.errors import BadInput
+from envforge.prompts import render as prompts
+from envforge.spec import EnvSpec
+from envforge.translate.workspace import port_layout
+from envforge.workspace.write import TASK_FILES, WorkspaceConfig, write_part, write_workspace
+
+BENCH_SCRIPT = "bench"
+PROFILE_SCRIPT = "profile"
+BENCH_BATCHES = "1,1024"
+"""./bench's default batches: one env, and a batch a trainer would step."""
+SKIPPED = ("target", "__pycache__", ".pytest_cache", "PROVENANCE.md")
+
+
+def starting_port(spec: EnvSpec, target: str, port: str | None) -> Path:
+    """The port the workspace starts from: ``--port P``, else the shipped one."""
+    if port is not None:
+        return candidate_port(spec, port, [target])[1]
+    found = find_ports(spec, [target])
+    if not found:
+        raise BadInput(
+            f"--optimize: no {target} port of {spec.name} to start from "
+            f"(looked for generated/{spec.name}/{target}); pass --port P"
+        )
+    return found[0][1]
+
+
+def write_optimize_workspace(
+    spec: EnvSpec, target: str, out: Path, levels: str = "0-3", port: str | None = None
+) -> WorkspaceConfig:
+    """Write the workspace with the starting port in ``port/`` (an earlier workspace's port is
+    replaced), the optimize task, ./bench and ./profile."""
+    origin = starting_port(spec, target, port)
+    config = write_workspace(spec, target, out, levels)
+    copy_port(origin, config.port_path())
+    layout = port_layout(spec, target)
+    task = prompts.render(
+        "optimize_workspace.j2",
+        spec=spec,
+        target=target,
+        target_name=prompts.target(target).name,
+        port_path=layout.port_rel,
+        origin=_shown(origin),
+        levels=levels,
+        batches=BENCH_BATCHES,
+    )
+    for name in TASK_FILES:
+        write_part(config.root, name, task)
+    write_part(config.root, BENCH_SCRIPT, bench_script(config), mode=0o755)
+    write_part(config.root, PROFILE_SCRIPT, profile_script(config), mode=0o755)
+    return config
+
+
+def copy_port(origin: Path, port_dir: Path) -> None:
+    """``origin`` (a folder, or a JAX module file) into ``port_dir``, emptied first."""
+    try:
+        if port_dir.exists():
+            shutil.rmtree(port_dir)
+        if origin.is_dir():
+            shutil.copytree(origin, port_dir, ignore=shutil.ignore_patterns(*SKIPPED))
+        else:
+            port_dir.mkdir()
+            shutil.copy2(origin, port_dir / origin.name)
+    except OSError as e:
+        raise BadInput(f"--optimize: cannot copy {origin} into {port_dir} ({e})") from None
+
+
+def _shown(origin: Path) -> str:
+    parts = origin.parts
+    return "/".join(parts[parts.index("generated") :]) if "generated" in parts else origin.name
+
+
+def _script(config: WorkspaceConfig, usage: str, command: list[str]) -> str:
+    quoted = " ".join(shlex.quote(part) for part in command)
+    return f"""#!/bin/sh
+# {usage}
+cd "$(dirname "$0")" || exit 2
+python=${{ENVFORGE_PYTHON:-}}
+[ -n "$python" ] || python={shlex.quote(sys.executable)}
+exec "$python" {quoted} "$@"
+"""
+
+
+def bench_script(config: WorkspaceConfig) -> str:
+    """``./bench [options]``: the reference and port/ side by side (``envforge bench --port``)."""
+    command = ["-m", "envforge.cli", "bench", config.env, "--port", config.port]
+    command += ["--target", config.target, "--batch", BENCH_BATCHES, "--policy", "random"]
+    usage = "steps/s of the reference and of port/, timed by the host. Usage: ./bench [options]"
+    return _script(config, usage, command)
+
+
+def profile_script(config: WorkspaceConfig) -> str:
+    """``./profile [options]``: ``envforge profile`` of port/."""
+    command = ["-m", "envforge.cli", "profile", config.env, "--port", config.port]
+    command += ["--target", config.target]
+    usage = "where a batched step of port/ spends its time. Usage: ./profile [--batch B] [--json]"
+    return _script(config, usage, command)
