@@ -130,7 +130,7 @@ class Duel:
             # L17 L35
             elif action == 7:
                 self._opponent_turn()
-                # L39
+                # L39 L82: the counter has no upper limit
                 self.turn += 1
                 self._start_my_turn()
         except _GameOver:
@@ -148,7 +148,7 @@ class Duel:
             max(int(self.my_life), 0),
             max(int(self.opp_life), 0),
             int(self.energy),
-            int(self.turn),
+            int(self.turn),  # L82: observed as it is, past 100 too
             len(self._cards(self.my_deck)),
             len(self._cards(self.opp_deck)),
         ]

@@ -405,5 +405,6 @@ class Duel:
             obs += pad([c[0] for c in b], BOARD_SIZE)
             obs += pad([c[1] for c in b], BOARD_SIZE)
             obs += pad([c[2] for c in b], BOARD_SIZE)
-        # env.toml: 36 numbers in [0, 100] (Q7: a life below 0 shows as 0)
-        return np.clip(np.asarray(obs, dtype=np.float32), 0.0, 100.0)
+        # env.toml: 36 numbers in [0, 201] (Q7: a life below 0 shows as 0); L82: the turn
+        # counter has no limit and is observed as it is (201 at most in a 200-step episode)
+        return np.clip(np.asarray(obs, dtype=np.float32), 0.0, 201.0)
