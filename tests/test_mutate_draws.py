@@ -99,3 +99,69 @@ def test_the_differential_caps_actions_per_state_but_takes_every_action() -> Non
     pong = SimpleNamespace(spec=load_spec(ROOT / "references" / "pong" / "env.toml"))
     few = Differential(pong, pong)  # type: ignore[arg-type]
     assert [b.tolist() for b in few._actions(3)] == [[0] * 3, [1] * 3, [2] * 3]
+
+
+RUST_TOY = """fn reset<D: Draws>(s: &mut S, draws: &mut D) {
+    let cell = draws.integers(0, 25) as i32;
+    let pass_loc = draws.integers(0, 4) as i32;
+    let dest = (pass_loc + draws.integers(1, 4) as i32) % 4;
+    draws.shuffle(&mut s.deck);
+    s.card = DECK[draws.choice(DECK.len())];
+    if draws.random() < 0.3 && cell > dest {
+        s.x = 1.0 / 3.0;
+    }
+}
+"""
+
+
+def _rust_applied(operator: str) -> list[str]:
+    from envforge.mutate.text_ops import text_edits
+
+    text = SourceText(RUST_TOY)
+    return [text.apply(e) for e in text_edits(RUST_TOY, {}, rust=True) if e.operator == operator]
+
+
+def test_rust_ports_get_the_draw_operators() -> None:
+    """A Rust port's draws through `Draws` are skipped, swapped and counted from the wrong end
+    as a JAX port's are; the `if` of Rust, written without parentheses, is negated."""
+    skipped = _rust_applied("draw_skip")
+    assert len(skipped) == 6  # every draw call, the shuffle too
+    assert RUST_TOY.replace("draws.integers(0, 25)", "(0)") in skipped
+    assert RUST_TOY.replace("draws.shuffle(&mut s.deck)", "(())") in skipped
+    assert RUST_TOY.replace("draws.random()", "(0.5)") in skipped
+    swapped = [s.splitlines() for s in _rust_applied("draw_swap")]
+    assert len(swapped) == 3  # not the destination before pass_loc: it reads pass_loc
+    assert swapped[0][1].strip().startswith("let pass_loc")
+    assert swapped[0][2].strip().startswith("let cell")
+    toy = RUST_TOY.splitlines()
+    assert swapped[1][3:5] == [toy[4], toy[3]]  # the shuffle before the destination
+    assert swapped[2][4:6] == [toy[5], toy[4]]  # the card before the shuffle
+    assert _rust_applied("wrong_end") == [
+        RUST_TOY.replace("DECK[draws.choice(", "DECK[(DECK.len()) - 1 - draws.choice(")
+    ]
+    probability = _rust_applied("probability")
+    assert RUST_TOY.replace("< 0.3", "< 0.7") in probability
+    assert RUST_TOY.replace("1.0 / 3.0", "1.0 / (3.0 + 1.0)") in probability
+    branch = _rust_applied("branch")
+    assert RUST_TOY.replace("if draws.random() < 0.3 && cell > dest", "if false") in branch
+    negated = "if !(draws.random() < 0.3 && cell > dest)"
+    assert RUST_TOY.replace("if draws.random() < 0.3 && cell > dest", negated) in branch
+
+
+def test_rust_branch_leaves_if_let_and_match_guards() -> None:
+    from envforge.mutate.text_ops import text_edits
+
+    source = "fn f(x: Option<i32>) -> i32 {\n    if let Some(v) = x { return v; }\n    match x {\n        Some(v) if v > 0 => { v }\n        _ => 0,\n    }\n}\n"
+    assert not [e for e in text_edits(source, {}, rust=True) if e.operator == "branch"]
+
+
+def test_the_stochastic_rust_ports_get_draw_mutants() -> None:
+    from envforge.mutate.text_ops import text_edits
+
+    counts: Counter[str] = Counter()
+    for env in ("blackjack", "taxi", "frozenlake", "leduc", "uno"):
+        source = (ROOT / "generated" / env / "rust" / "src" / f"{env}.rs").read_text()
+        counts.update(e.operator for e in text_edits(source, {}, rust=True))
+    assert counts["draw_skip"] == 16  # blackjack 1, taxi 6, frozenlake 1, leduc 3, uno 5
+    assert counts["wrong_end"] == 5 and counts["draw_swap"] == 2
+    assert counts["probability"] >= 3  # taxi's 0.8 and 0.3, frozenlake's 1/3

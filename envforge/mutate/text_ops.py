@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator
 
 from envforge.mutate.mutant import Edit, SourceText
+from envforge.mutate.rust_ops import rust_edits
 
 ARITH = {"+": "-", "-": "+", "*": "/", "/": "*", "<<": ">>", ">>": "<<", "&": "|", "|": "&"}
 COMPARE = {
@@ -106,6 +107,7 @@ class TextMutator:
             self.code = blank_test_modules(self.code)
         self.siblings = sibling_fields
         self.xor_one = "1" if rust else "1u"
+        self.rust = rust
 
     def byte(self, i: int) -> int:
         return len(self.text[:i].encode())
@@ -117,7 +119,10 @@ class TextMutator:
         out: list[Edit] = []
         for gen in (self._arith, self._compare, self._literals, self._sign, self._calls):
             out.extend(gen())
-        out.extend(self._branches())
+        if self.rust:  # `if c {`, the draws of the RNG tape, probabilities
+            out.extend(rust_edits(self.code, self.text, self.edit))
+        else:
+            out.extend(self._branches())
         out.extend(self._members())
         return out
 
