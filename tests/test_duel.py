@@ -1,0 +1,71 @@
+"""Duel, the demonstration of issue 37: a reference accepted from two versions drafted
+independently from a rules text (references/duel/README.md). The accepted version passes its
+rule cases and the spec's self-check, each version passes the other's rule cases, and the two
+agree at levels 0-3."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from test_rules import envforge
+
+from envforge.backends.recipe import open_driver, reference_recipe
+from envforge.init.selfcheck import SelfCheckConfig, self_check
+from envforge.rules.cases import load_cases, run_cases
+from envforge.rules.text import RulesText
+from envforge.spec import load_spec
+
+DUEL = ROOT / "references" / "duel"
+ACCEPTED = f"{DUEL / 'duel.py'}:Duel"
+OTHER = f"{DUEL / 'drafts' / 'v2' / 'duel.py'}:Duel"
+TURN_ANSWER = 82  # RULES.md, Clarification 1: the turn counter has no limit
+
+
+def test_the_accepted_reference_passes_its_rule_cases() -> None:
+    result = envforge(
+        "rules", "check", str(DUEL / "RULES.md"), "--cases", str(DUEL / "cases.toml"),
+        "--spec", str(DUEL / "env.toml"), "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    cases = json.loads(result.stdout)["reference"]
+    assert len(cases) >= 40 and all(case["passed"] for case in cases)
+    assert any(TURN_ANSWER in case["rules"] for case in cases)  # the answered question
+
+
+@pytest.mark.parametrize(
+    ("cases", "version"),
+    [(DUEL / "cases.toml", OTHER), (DUEL / "drafts" / "v2" / "cases.toml", ACCEPTED)],
+    ids=["v1-cases-on-v2", "v2-cases-on-v1"],
+)
+def test_each_version_passes_the_other_versions_rule_cases(cases: Path, version: str) -> None:
+    rules = RulesText.load(DUEL / "RULES.md")
+    spec = load_spec(DUEL / "env.toml").model_copy(update={"reference": version})
+    driver = open_driver(reference_recipe(spec), True)
+    try:
+        results = run_cases(driver, spec, load_cases(cases, spec, rules), rules)
+    finally:
+        driver.close()
+    failed = [r.finding.message for r in results if r.finding is not None]
+    assert not failed, failed[0]
+
+
+def test_the_accepted_spec_passes_its_self_check() -> None:
+    verdict = self_check(load_spec(DUEL / "env.toml"), SelfCheckConfig(episodes=4, max_steps=200))
+    assert verdict.passed, [f.message for f in verdict.findings]
+
+
+@pytest.mark.slow
+def test_the_two_versions_agree_at_levels_0_to_3(tmp_path: Path) -> None:
+    """Round 3 of the demonstration, at the default scale: no rule question left."""
+    questions = tmp_path / "questions.md"
+    result = envforge(
+        "rules", "compare", str(DUEL / "RULES.md"), ACCEPTED, OTHER,
+        "--spec", str(DUEL / "env.toml"), "--levels", "0-3", "--sandbox", "process",
+        "--questions", str(questions),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "agree at levels 0-3" in result.stdout
+    assert json.loads(questions.with_suffix(".json").read_text()) == []
