@@ -12,7 +12,7 @@ import tomllib
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import Field, ValidationError
@@ -34,6 +34,9 @@ from envforge.spec_sections import (
     VerifySettings,
 )
 
+MODULE_NAME = r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$"
+"""A dotted Python module name (``rlcard.games.uno.round``)."""
+
 
 class EnvSpec(FrozenModel):
     name: str
@@ -43,6 +46,10 @@ class EnvSpec(FrozenModel):
     """Other files of the reference (relative to the spec), shown in the translation prompt
     after it and copied beside it into an agent's workspace: modules it loads by path, data it
     reads (a game ROM's assembly source)."""
+    library_modules: tuple[Annotated[str, Field(pattern=MODULE_NAME)], ...] = ()
+    """Installed Python modules whose code holds the rules the reference runs (rlcard's UNO
+    game for a reference that wraps it): quoted after the sources and copied, for reading,
+    into an agent's workspace under ``reference/library/``."""
     episode_cap: int = Field(gt=0)
     observation: BoxSpace
     action: ActionSpace

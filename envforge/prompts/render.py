@@ -99,6 +99,7 @@ def spec_view(spec: EnvSpec, target_key: str, spec_file: str | None = None) -> d
         "field_tolerances": any(
             f.atol is not None or f.rtol is not None or f.period for f in spec.state
         ),
+        "field_pads": any(f.pad is not None for f in spec.state),
         "large_arrays": [f.name for f in spec.state if int(np.prod(f.shape)) > RUST_DEFAULT_MAX],
     }
 
@@ -139,6 +140,7 @@ def translation_context(
         rust_draws=RUST_DRAWS.read_text() if quote_sources else "",  # else kit/draws.rs
         verify_name=verify_name,
         quote_sources=quote_sources,
+        port_language=chosen.language,
     )
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.metadata
+import importlib.util
 import inspect
 import re
 import textwrap
@@ -28,6 +30,9 @@ class SourceFile:
     language: str
     path: Path | None = None
     """On disk, when it is a file the agent may get a copy of."""
+    library: str | None = None
+    """For installed library code (env.toml ``library_modules``): where a workspace copies it,
+    relative to its ``reference/`` folder (``library/rlcard/games/uno/round.py``)."""
 
 
 def _label(path: Path, spec: EnvSpec) -> str:
@@ -121,4 +126,29 @@ def reference_sources(spec: EnvSpec) -> list[SourceFile]:
     for extra_path in extra:
         if not extra_path.is_file():
             raise BadInput(f"env.toml sources: {extra_path} is not a file")
-    return main + [_file(p, spec) for p in extra if p.resolve() not in shown]
+    files = main + [_file(p, spec) for p in extra if p.resolve() not in shown]
+    return files + [library_source(name) for name in spec.library_modules]
+
+
+LIBRARY_DIR = "library"
+"""Where a workspace's ``reference/`` folder holds its copies of ``library_modules``."""
+
+
+def library_source(module: str) -> SourceFile:
+    """An installed module's source, labelled with its distribution and version."""
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    origin = Path(found.origin) if found is not None and found.origin else None
+    if origin is None or origin.suffix != ".py" or not origin.is_file():
+        raise BadInput(f"env.toml library_modules: {module} is not an installed Python module")
+    top = module.split(".")[0]
+    base = origin.parents[len(module.split(".")) - (1 if origin.name != "__init__.py" else 0)]
+    relative = origin.relative_to(base)
+    dists = importlib.metadata.packages_distributions().get(top, [])
+    made = f"{dists[0]} {importlib.metadata.version(dists[0])}" if dists else top
+    text = origin.read_text(errors="replace")
+    return SourceFile(
+        f"{made}: {relative}", text, "python", origin, library=f"{LIBRARY_DIR}/{relative}"
+    )

@@ -61,7 +61,9 @@ class RunWorkspace:
         folder.mkdir(exist_ok=True)
         for source in files:
             assert source.path is not None
-            shutil.copy2(source.path, folder / source.path.name)
+            copy = folder / (source.library or source.path.name)  # library code in library/
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source.path, copy)
         return "reference/"
 
     @property

@@ -46,6 +46,9 @@ def reference_files(spec: EnvSpec, shown: list[SourceFile], root: Path) -> list[
         if source.path is None:  # a gymnasium class, written out beside env.toml
             path = f"reference/{spec.name}_gymnasium.py"
             role = f"the reference the verifier runs ({source.name}), without its drawing code"
+        elif source.library is not None:
+            path = source.name
+            role = "library code the reference runs, copied to read (env.toml `library_modules`)"
         else:
             path = str(source.path.resolve().relative_to(root))
             if i == 0:

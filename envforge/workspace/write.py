@@ -167,7 +167,9 @@ def write_workspace(spec: EnvSpec, target: str, out: Path, levels: str = "0-3") 
     root = out.resolve()
     check_parts(root)
     sources = reference_sources(spec)
-    for source in sources:  # the workspace copies the spec's folder, and only that
+    for source in sources:  # the workspace copies the spec's folder (and library code to read)
+        if source.library is not None:
+            continue
         if source.path is not None and not source.path.resolve().is_relative_to(
             spec.root.resolve()
         ):
@@ -178,6 +180,11 @@ def write_workspace(spec: EnvSpec, target: str, out: Path, levels: str = "0-3") 
             shutil.rmtree(reference)
         shutil.copytree(spec.root, reference, ignore=shutil.ignore_patterns(*SKIPPED))
         tidy_copy(spec, reference)  # the implementer's part of README.md; no shipped ports
+        for source in sources:
+            if source.library is not None:
+                copy = reference / source.library
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                copy.write_text(source.text)  # verbatim: findings cite its lines
         (root / "port").mkdir(exist_ok=True)
     except OSError as e:  # a part replaced while we wrote (check_parts passed)
         raise BadInput(f"workspace {root}: cannot write {e.filename or 'it'} ({e})") from None
@@ -195,7 +202,7 @@ def write_workspace(spec: EnvSpec, target: str, out: Path, levels: str = "0-3") 
     config.write()
     workspace_spec = config.load_spec()  # reference lines in findings point into reference/
     shown = [  # labelled as the agent finds them in the workspace
-        replace(s, name=str(s.path.resolve().relative_to(root))) if s.path else s
+        replace(s, name=_shown_name(s, root, reference)) if s.path else s
         for s in reference_sources(workspace_spec)
     ]
     task = render_task(workspace_spec, target, layout.port_rel, shown, levels, root, config.spec)
@@ -204,6 +211,13 @@ def write_workspace(spec: EnvSpec, target: str, out: Path, levels: str = "0-3") 
     write_part(root, VERIFY_SCRIPT, verify_script(config), mode=0o755)
     write_mcp_configs(root)
     return config
+
+
+def _shown_name(source: SourceFile, root: Path, reference: Path) -> str:
+    """A source as the agent finds it in the workspace (library code: its copy)."""
+    path = reference / source.library if source.library is not None else source.path
+    assert path is not None
+    return str(path.resolve().relative_to(root))
 
 
 MCP_TIMEOUT_S = 1800
