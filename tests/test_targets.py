@@ -80,3 +80,24 @@ def test_prompts_and_workspaces_come_from_the_target() -> None:
     text = translation_context(spec, "c", "port/cartpole.h")
     assert "## The target: a C port" in text and "void cartpole_reset(" in text
     assert "## The target: a Rust port" in translation_context(spec, "rust", "port")
+
+
+def test_a_batch_manifest_takes_every_registered_target_and_refuses_others(
+    tmp_path: Path,
+) -> None:
+    from envforge.batch.manifest import load_manifest
+
+    def manifest(target: str) -> Path:
+        path = tmp_path / f"{target}.toml"
+        path.write_text(
+            '[batch]\nname = "t"\ntotal_budget_usd = 1\n\n[[job]]\nname = "one"\n'
+            f'ref = "{ROOT / "references" / "cartpole" / "env.toml"}"\n'
+            f'model = "scripted:none.json"\ntarget = "{target}"\n'
+        )
+        return path
+
+    for name in target_names():
+        assert [job.target for job in load_manifest(manifest(name)).jobs] == [name]
+    with pytest.raises(BadInput) as error:
+        load_manifest(manifest("go"))
+    assert "unknown target 'go'" in str(error.value) and "\n" not in str(error.value)

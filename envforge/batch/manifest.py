@@ -15,11 +15,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, field_validator
 
 from envforge import bounds
 from envforge.errors import BadInput, SpecError
 from envforge.input_files import InputFileError, load_toml
+from envforge.targets import target_names
 from envforge.verify.runner import parse_levels
 
 NAME_RULE = bounds.NAME_RULE
@@ -27,6 +28,12 @@ NAME_RULE = bounds.NAME_RULE
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _known_target(value: str | None) -> str | None:
+    if value is not None and value not in target_names():
+        raise ValueError(f"unknown target {value!r} (known: {', '.join(target_names())})")
+    return value
 
 
 def _money(value: Any) -> Any:
@@ -61,7 +68,8 @@ class JobFields(_Strict):
     """Reference, as for ``envforge translate --ref``: path/to/env.c, gymnasium:<id>, file.py:Class."""
     spec: str | None = None
     """env.toml to use (default: beside the reference)."""
-    target: Literal["jax", "rust"] | None = None
+    target: Annotated[str | None, AfterValidator(_known_target)] = None
+    """A registered target (``envforge/targets``): jax, rust, c."""
     model: str | None = None
     """claude-…, gemini-…, openai:<name>, replay:<cassette.jsonl> or scripted:<script.json>."""
     budget_usd: Annotated[Decimal | None, bounds.field(bounds.USD)] = None
@@ -99,7 +107,7 @@ class JobEntry(_Strict):
     name: str
     ref: str
     spec: str | None
-    target: Literal["jax", "rust"]
+    target: Annotated[str, AfterValidator(_known_target)]
     model: str
     budget_usd: Decimal | None
     max_iters: int
