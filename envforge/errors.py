@@ -11,6 +11,15 @@ class BadInput(EnvforgeError):
     """The user gave us something we cannot work with (missing file, unknown env, bad flag)."""
 
 
+class PortNotFound(BadInput):
+    """A port path the user named does not exist: the one message for it, whichever command
+    (and whichever layer: the resolver, a driver recipe) finds it missing."""
+
+    def __init__(self, port: object) -> None:
+        self.port = str(port)
+        super().__init__(f"port not found: {port} (no such file or folder)")
+
+
 class BrokenReference(BadInput):
     """The reference cannot be built or run as the spec describes it. Nothing can be said about
     a port compared with it: verify's outcome is "reference error" (exit code 2), never a

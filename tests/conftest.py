@@ -8,6 +8,7 @@ shipped port, :func:`apply_patch` applies it to a copy in a temporary directory 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,24 @@ PONG_PORT = ROOT / "generated" / "pong" / "jax" / "pong.py"
 QUICK_SWEEP = 1 << 22
 """The L1 reset sweep of tests that are not about it: by default the verifier sweeps every
 seed that fits its time budget (tens of seconds), which the suite cannot pay per verify."""
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """``envforge <args>`` through the console entry point, in this process: (exit code,
+    stdout, stderr)."""
+    from envforge.cli import main
+
+    saved = sys.argv
+    sys.argv = ["envforge", *args]
+    try:
+        with pytest.raises(SystemExit) as ended:
+            main()
+    finally:
+        sys.argv = saved
+    out, err = capsys.readouterr()
+    code = ended.value.code
+    return (code if isinstance(code, int) else 1), out, err
+
 
 settings.register_profile(
     "ci",

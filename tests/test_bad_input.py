@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PONG_PORT, PONG_SPEC, ROOT, apply_patch
+from conftest import PONG_PORT, PONG_SPEC, ROOT, apply_patch, run_cli
 
 from envforge.cli import __file__ as CLI_FILE
 
@@ -373,22 +373,6 @@ BAD_INPUTS: list[tuple[str, str, str]] = [
     ("train_seeds_zero", f"train --port {PONG_JAX} --seeds 0", "--seeds"),
     ("train_timesteps_negative", f"train --port {PONG_JAX} --timesteps -1", "--timesteps"),
 ]
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """``envforge <args>`` through the console entry point, in this process."""
-    from envforge.cli import main
-
-    saved = sys.argv
-    sys.argv = ["envforge", *args]
-    try:
-        with pytest.raises(SystemExit) as ended:
-            main()
-    finally:
-        sys.argv = saved
-    out, err = capsys.readouterr()
-    code = ended.value.code
-    return (code if isinstance(code, int) else 1), out, err
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ def test_optimize_workspace_starts_from_the_shipped_port_with_bench_profile_and_
     assert "bench cartpole --port port --target jax" in (root / "bench").read_text()
     assert "profile cartpole --port port --target jax" in (root / "profile").read_text()
     # no port to start from: one error line
-    with pytest.raises(BadInput, match="no rust port of acrobot to start from"):
+    with pytest.raises(BadInput, match="no rust port found for acrobot"):
         write_optimize_workspace(spec_for_name("acrobot"), "rust", tmp_path / "other", "0-3")
 
 

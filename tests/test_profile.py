@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from envforge.sandbox.confine import probe
 
@@ -18,20 +18,6 @@ CARTPOLE = ROOT / "generated/cartpole/jax"
 needs_mounts = pytest.mark.skipif(
     not probe().read_only_mounts, reason="this kernel refuses mount namespaces"
 )
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    from envforge.cli import main
-
-    saved, sys.argv = sys.argv, ["envforge", *args]
-    try:
-        with pytest.raises(SystemExit) as ended:
-            main()
-    finally:
-        sys.argv = saved
-    out, err = capsys.readouterr()
-    code = ended.value.code
-    return (code if isinstance(code, int) else 1), out, err
 
 
 def copy_port(tmp_path: Path) -> Path:
@@ -64,7 +50,7 @@ def test_bench_times_a_candidate_port_beside_the_reference(
         ),
         (["bench", "cartpole", "--port", "{tmp}/empty"], "cannot tell the port's target"),
         (["profile", "cartpole", "--port", "{tmp}/missing"], "no such file or folder"),
-        (["profile", "acrobot", "--target", "rust"], "no rust port of acrobot"),
+        (["profile", "acrobot", "--target", "rust"], "no rust port found for acrobot"),
         (["profile", "cartpole", "--target", "c"], "no profiler for C ports yet"),
         (["profile", "cartpole", "--target", "cobol"], "unsupported target 'cobol'"),
         (["bench", "cartpole", "--port", "{port}", "--target", "cobol"], "unsupported target"),

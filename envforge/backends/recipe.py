@@ -7,7 +7,7 @@ from pathlib import Path
 
 from envforge.backends.base import Driver
 from envforge.backends.reference_check import check_reference
-from envforge.errors import BadInput
+from envforge.errors import BadInput, PortNotFound
 from envforge.spec import EnvSpec
 from envforge.targets import get_target, target_of_port
 from envforge.targets.jax import STRICT_XLA_FLAGS as STRICT_XLA_FLAGS
@@ -46,7 +46,7 @@ def port_kind(port: Path) -> str:
 def port_recipe(spec: EnvSpec, port: str | Path, strict_float: bool | None = None) -> Recipe:
     path = Path(port)
     if not path.exists():
-        raise BadInput(f"port not found: {path}")
+        raise PortNotFound(path)
     strict = spec.compare.strict_float if strict_float is None else strict_float
     target = target_of_port(path)
     env = dict(target.strict_env) if strict else {}

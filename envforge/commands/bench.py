@@ -9,12 +9,11 @@ import typer
 from rich.console import Console
 
 from envforge import bounds
-from envforge.bench.candidate import candidate_port
 from envforge.bench.measure import BATCH_SIZES, BenchSettings
 from envforge.bench.suite import find_ports, run_bench
 from envforge.errors import BadInput
+from envforge.resolve import candidate_port, resolve_spec
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
-from envforge.spec_lookup import spec_for_name
 
 
 def _ints(text: str, flag: str) -> tuple[int, ...]:
@@ -80,7 +79,7 @@ def bench_command(
     sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
 ) -> None:
     """Measure env steps/s of the reference and its ports (compile time excluded)."""
-    spec = spec_for_name(env)
+    spec = resolve_spec(env, command="bench")
     policies = tuple(p.strip() for p in policy.split(",") if p.strip())
     if not policies or any(p not in ("random", "mlp") for p in policies):
         raise BadInput(f"--policy: expected random, mlp or random,mlp, got {policy!r}")

@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from envforge.errors import BadInput
+from envforge.resolve import resolve
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
-from envforge.spec_lookup import default_port, spec_for_name, spec_for_reference
 from envforge.targets import default_target, target_help
 from envforge.workspace.write import CONFIG_FILE, WorkspaceConfig, load_config
 
@@ -53,10 +53,8 @@ def _config(
         if port is not None:
             raise BadInput("--port needs --env or --ref (or use --workspace)")
         return load_config(workspace)
-    env_spec = spec_for_reference(ref, spec) if ref else spec_for_name(str(env))
-    port_path = port if port is not None else default_port(env_spec, target)
-    if not port_path.exists():
-        raise BadInput(f"port not found: {port_path}")
+    resolved = resolve(env, ref, spec, port, target)
+    env_spec = resolved.spec
     root = workspace.resolve()
     return WorkspaceConfig(
         root=root,
@@ -64,7 +62,7 @@ def _config(
         target=target,
         spec=str((env_spec.root / "env.toml").resolve()),
         reference=env_spec.reference,
-        port=str(port_path.resolve()),
+        port=str(resolved.port.resolve()),
         levels=levels,
     )
 

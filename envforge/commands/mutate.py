@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from envforge import bounds
-from envforge.spec_lookup import spec_for_name
+from envforge.resolve import resolve_spec
 from envforge.targets import default_target, target_help
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_levels, parse_seed_sweep
@@ -67,7 +67,7 @@ def mutate_command(
     from envforge.mutate.campaign import run_campaign
     from envforge.mutate.workspace import resolve_target
 
-    spec = spec_for_name(env)
+    spec = resolve_spec(env, command="mutate")
     resolved = resolve_target(spec, side, target, port)
     level_list = parse_levels(levels)
     options = VerifyOptions(

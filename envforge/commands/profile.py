@@ -9,11 +9,9 @@ import typer
 from rich.console import Console
 
 from envforge import bounds
-from envforge.bench.candidate import candidate_port
-from envforge.bench.suite import find_ports
 from envforge.errors import BadInput
+from envforge.resolve import chosen_port, resolve_spec
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
-from envforge.spec_lookup import spec_for_name
 from envforge.targets import default_target, get_target, target_names
 
 
@@ -42,14 +40,8 @@ def profile_command(
         raise BadInput(
             f"--target: no profiler for {kind.title} ports yet (have: {', '.join(have)})"
         )
-    spec = spec_for_name(env)
-    if port:
-        _, path = candidate_port(spec, port, [target])
-    else:
-        found = find_ports(spec, [target])
-        if not found:
-            raise BadInput(f"no {target} port of {spec.name} (looked for generated/{spec.name})")
-        path = found[0][1]
+    spec = resolve_spec(env, command="profile")
+    path = chosen_port(spec, port, target)
     console = Console(stderr=as_json, width=None if sys.stdout.isatty() else 160)
     choice = choose_sandbox(sandbox)
     opened = open_sandbox(choice.kind)

@@ -13,7 +13,7 @@ from rich.console import Console
 from envforge import bounds
 from envforge.errors import BadInput
 from envforge.preflight import check_translate
-from envforge.spec_lookup import spec_for_name, spec_for_reference
+from envforge.resolve import resolve_spec
 from envforge.targets import default_target, target_help
 from envforge.verify.runner import parse_levels
 from envforge.workspace.optimize_workspace import (
@@ -55,12 +55,7 @@ def prompt_command(
     as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
 ) -> None:
     """Write a workspace with the porting task for your own coding agent, and a ./verify."""
-    if env is not None:
-        env_spec = spec_for_reference(ref, spec) if ref else spec_for_name(env)
-    elif ref is not None:
-        env_spec = spec_for_reference(ref, spec)
-    else:
-        raise BadInput("name an env (envforge prompt pong) or pass --ref")
+    env_spec = resolve_spec(env, ref, spec, command="prompt")
     wanted = parse_levels(levels)
     if not wanted or max(wanted) > 3:
         raise BadInput("--levels: give some of levels 0-3")

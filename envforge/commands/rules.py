@@ -19,6 +19,7 @@ from rich.console import Console
 from envforge import bounds
 from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
 from envforge.errors import BadInput
+from envforge.resolve import existing_port
 from envforge.rules.cases import CaseResult, load_cases, run_cases
 from envforge.rules.draft_agent import class_name, draft_versions
 from envforge.rules.draft_workspace import write_draft_workspace
@@ -64,10 +65,8 @@ def check_command(
     finally:
         reference.close()
     if port is not None:
-        if not port.exists():
-            raise BadInput(f"port not found: {port}")
         sandboxed = open_sandboxed(
-            port_recipe(env_spec, port), open_sandbox(choose_sandbox(sandbox).kind)
+            port_recipe(env_spec, existing_port(port)), open_sandbox(choose_sandbox(sandbox).kind)
         )
         try:
             sides["port"] = run_cases(sandboxed, env_spec, loaded, text)

@@ -15,8 +15,7 @@ from rich.table import Table
 from envforge import bounds
 from envforge.backends.recipe import open_driver, port_recipe
 from envforge.errors import BadInput
-from envforge.spec import EnvSpec, load_spec
-from envforge.spec_lookup import spec_for_name
+from envforge.resolve import existing_port, spec_for_port
 from envforge.targets import target_of_port
 from envforge.train.config import l4_config
 
@@ -27,21 +26,6 @@ TRAIN_HELP = (
     "as one envforge verified and you read; `envforge verify --levels 4` trains inside the "
     "sandbox instead."
 )
-
-
-def _spec_for_port(port: Path, env: str | None, spec_path: str | None) -> EnvSpec:
-    if spec_path:
-        return load_spec(spec_path)
-    if env:
-        return spec_for_name(env)
-    # generated/<env>/<target>[/<module>.py]
-    parts = port.resolve().parts
-    for name in (port.stem, *reversed(parts)):
-        try:
-            return spec_for_name(name)
-        except BadInput:
-            continue
-    raise BadInput(f"cannot tell which env {port} ports; pass --env or --spec")
 
 
 def train_command(
@@ -77,12 +61,10 @@ def train_command(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Train PPO on a JAX port (one jit, vmapped over seeds) and save the policy."""
-    port_path = Path(port)
-    if not port_path.exists():
-        raise BadInput(f"port not found: {port_path}")
+    port_path = existing_port(port)
     if not target_of_port(port_path).python_module:
         raise BadInput(f"envforge train needs a JAX port; {port_path} is not one")
-    env_spec = _spec_for_port(port_path, env, spec)
+    env_spec = spec_for_port(port_path, env, spec)
     cfg = l4_config(env_spec)
     ppo = cfg.ppo.with_timesteps(timesteps) if timesteps else cfg.ppo
     k = seeds or cfg.seeds

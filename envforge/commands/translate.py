@@ -21,6 +21,7 @@ from envforge.commands.init import spec_or_init
 from envforge.cost.prices import price_from_options
 from envforge.errors import BadInput
 from envforge.preflight import check_translate
+from envforge.resolve import resolve_spec
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
 from envforge.targets import default_target, target_help
 from envforge.translate.job import TranslateJob, TranslateOutcome, run_translate_job
@@ -160,7 +161,7 @@ def translate_command(
 
     Exit 0 verified, 1 not verified (limits, budget, provider failure), 2 bad input.
     """
-    env_spec = spec_or_init(ref, spec, init)
+    env_spec = resolve_spec(None, ref, spec, from_ref=lambda r, s: spec_or_init(r, s, init))
     check_reference(env_spec)  # before any model call: a broken reference fails every verify
     sandbox_choice = choose_sandbox(sandbox)
     required = tuple(lv for lv in parse_levels(levels) if lv < 4)

@@ -13,11 +13,11 @@ from rich.console import Console
 from envforge import bounds
 from envforge.backends.reference_check import check_reference, first_line
 from envforge.commands.init import spec_or_init
-from envforge.errors import BadInput, BrokenReference, DriverFailure
+from envforge.errors import BrokenReference, DriverFailure
 from envforge.init.selfcheck_cache import cached_or_run
+from envforge.resolve import resolve_port, resolve_spec
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
-from envforge.spec import EnvSpec, load_spec
-from envforge.spec_lookup import default_port, spec_for_name
+from envforge.spec import EnvSpec
 from envforge.targets import default_target, target_help
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_levels, parse_seed_sweep, verify
@@ -113,20 +113,9 @@ def verify_command(
     ),
 ) -> None:
     """Verify a port against its reference, level by level. Exit 0 equivalent, 1 not, 2 bad input."""
-    if ref is not None:
-        env_spec = spec_or_init(ref, spec, init)
-    elif spec is not None:
-        env_spec = load_spec(spec)
-    elif env is not None:
-        env_spec = spec_for_name(env)
-    else:
-        raise BadInput("name an env (envforge verify pong) or pass --ref")
-    if env is not None and env != env_spec.name:
-        raise BadInput(f"env {env!r} is not the env of the spec in use ({env_spec.name!r})")
+    env_spec = resolve_spec(env, ref, spec, from_ref=lambda r, s: spec_or_init(r, s, init))
     check_reference(env_spec)  # a broken reference is refused before any self-check or build
-    port_path = port if port else str(default_port(env_spec, target))
-    if not Path(port_path).exists():
-        raise BadInput(f"port not found: {port_path}")
+    port_path = str(resolve_port(env_spec, port, target))
     sandbox_choice = choose_sandbox(sandbox)
     options = VerifyOptions(
         seed=seed,

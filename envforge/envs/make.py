@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from envforge.errors import BadInput
+from envforge.resolve import resolve_port, spec_for_port
 from envforge.spec import EnvSpec, load_spec
-from envforge.spec_lookup import default_port, spec_for_name
+from envforge.spec_lookup import spec_for_name
 from envforge.targets import Target, get_target, target_names, target_of_port
 
 TARGETS = target_names()
@@ -19,11 +20,10 @@ def resolve(env: str | Path, target: str | None, spec: str | Path | None) -> tup
     (``generated/<env>/<target>``; its spec is ``references/<env>/env.toml`` unless given)."""
     path = Path(env)
     if path.exists() and (len(path.parts) > 1 or path.suffix == ".py"):
-        env_spec = load_spec(spec) if spec else spec_for_name(path.resolve().parent.name)
-        return env_spec, path
+        return spec_for_port(path, spec=spec), path
     target = get_target(str(target), "target").name
     env_spec = load_spec(spec) if spec else spec_for_name(str(env))
-    return env_spec, default_port(env_spec, target)
+    return env_spec, resolve_port(env_spec, None, target)
 
 
 def make(

@@ -17,9 +17,9 @@ from envforge.backends.jax import find_port_module
 from envforge.backends.recipe import Recipe, port_recipe, reference_recipe
 from envforge.errors import BadInput
 from envforge.mutate.mutant import Mutant
+from envforge.resolve import resolve_port
 from envforge.rng.draws import is_rust_draws_copy
 from envforge.spec import EnvSpec, load_spec
-from envforge.spec_lookup import default_port
 from envforge.targets import target_of_port
 
 IGNORED = shutil.ignore_patterns("__pycache__", "target", "*.so", ".pytest_cache", "*.pyc")
@@ -39,10 +39,7 @@ class Target:
 
 
 def resolve_target(spec: EnvSpec, side: str, target: str, port: str | None) -> Target:
-    port_path = Path(port) if port else default_port(spec, target)
-    if not port_path.exists():
-        raise BadInput(f"port not found: {port_path}")
-    port_path = port_path.resolve()
+    port_path = resolve_port(spec, port, target).resolve()
     if side == "port":
         root = port_path if port_path.is_dir() else port_path.parent
         kind = target_of_port(port_path)

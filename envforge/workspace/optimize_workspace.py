@@ -15,10 +15,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from envforge.bench.candidate import candidate_port
-from envforge.bench.suite import find_ports
 from envforge.errors import BadInput
 from envforge.prompts import render as prompts
+from envforge.resolve import chosen_port
 from envforge.spec import EnvSpec
 from envforge.translate.workspace import port_layout
 from envforge.workspace.write import TASK_FILES, WorkspaceConfig, write_part, write_workspace
@@ -30,25 +29,12 @@ BENCH_BATCHES = "1,1024"
 SKIPPED = ("target", "__pycache__", ".pytest_cache", "PROVENANCE.md")
 
 
-def starting_port(spec: EnvSpec, target: str, port: str | None) -> Path:
-    """The port the workspace starts from: ``--port P``, else the shipped one."""
-    if port is not None:
-        return candidate_port(spec, port, [target])[1]
-    found = find_ports(spec, [target])
-    if not found:
-        raise BadInput(
-            f"--optimize: no {target} port of {spec.name} to start from "
-            f"(looked for generated/{spec.name}/{target}); pass --port P"
-        )
-    return found[0][1]
-
-
 def write_optimize_workspace(
     spec: EnvSpec, target: str, out: Path, levels: str = "0-3", port: str | None = None
 ) -> WorkspaceConfig:
     """Write the workspace with the starting port in ``port/`` (an earlier workspace's port is
     replaced), the optimize task, ./bench and ./profile."""
-    origin = starting_port(spec, target, port)
+    origin = chosen_port(spec, port, target)  # --port P, else the shipped one
     config = write_workspace(spec, target, out, levels)
     copy_port(origin, config.port_path())
     layout = port_layout(spec, target)
