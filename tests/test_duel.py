@@ -25,14 +25,19 @@ TURN_ANSWER = 82  # RULES.md, Clarification 1: the turn counter has no limit
 
 
 def test_the_accepted_reference_passes_its_rule_cases() -> None:
-    result = envforge(
-        "rules", "check", str(DUEL / "RULES.md"), "--cases", str(DUEL / "cases.toml"),
-        "--spec", str(DUEL / "env.toml"), "--json",
-    )  # fmt: skip
+    """`rules check duel`: the env's RULES.md, cases.toml and env.toml."""
+    result = envforge("rules", "check", "duel", "--json")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     cases = json.loads(result.stdout)["reference"]
     assert len(cases) >= 40 and all(case["passed"] for case in cases)
     assert any(TURN_ANSWER in case["rules"] for case in cases)  # the answered question
+
+
+def test_a_rules_file_without_its_cases_and_spec_is_one_line_and_exit_2() -> None:
+    result = envforge("rules", "check", str(DUEL / "RULES.md"), "--spec", str(DUEL / "env.toml"))
+    assert result.returncode == 2
+    [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("envforge:")]
+    assert "needs --cases and --spec" in line and "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,8 @@ from rich.console import Console
 from envforge import bounds
 from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
 from envforge.errors import BadInput
-from envforge.resolve import existing_port
+from envforge.levels import parse_levels
+from envforge.resolve import existing_port, resolve_spec
 from envforge.rules.cases import CaseResult, load_cases, run_cases
 from envforge.rules.draft_agent import class_name, draft_versions
 from envforge.rules.draft_workspace import write_draft_workspace
@@ -30,7 +31,6 @@ from envforge.sandbox.driver import open_sandboxed
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
 from envforge.spec import load_spec
 from envforge.verify.context import VerifyOptions
-from envforge.verify.runner import parse_levels
 
 app = typer.Typer(help="From a rules text to a reference: rule cases, versions, rule questions.")
 
@@ -45,17 +45,31 @@ def _print_cases(console: Console, side: str, results: list[CaseResult]) -> None
             )
 
 
+def _check_inputs(rules: str, cases: Path | None, spec: Path | None) -> tuple[Path, Path, Path]:
+    """The rules text, cases and spec: an env name stands for its references/<env>/ RULES.md,
+    cases.toml and env.toml (--cases, --spec still win); a rules file needs both options."""
+    if not Path(rules).exists() and rules.isidentifier():
+        folder = resolve_spec(rules, command="rules check").root
+        return folder / "RULES.md", cases or folder / "cases.toml", spec or folder / "env.toml"
+    if cases is None or spec is None:
+        raise BadInput("rules check RULES.md needs --cases and --spec (or name an env)")
+    return Path(rules), cases, spec
+
+
 @app.command("check")
 def check_command(
-    rules: Path = typer.Argument(..., help="The rules text (markdown or plain text)."),
-    cases: Path = typer.Option(..., "--cases", help="Rule cases (cases.toml)."),
-    spec: Path = typer.Option(..., "--spec", help="The env's env.toml (its reference is checked)."),
+    rules: str = typer.Argument(
+        ..., help="The rules text (markdown or plain text), or an env name (references/<env>/)."
+    ),
+    cases: Path = typer.Option(None, "--cases", help="Rule cases (default: the env's)."),
+    spec: Path = typer.Option(None, "--spec", help="The env.toml (default: the env's)."),
     port: Path = typer.Option(None, "--port", help="A port folder to check too (sandboxed)."),
     sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
 ) -> None:
     """Run rule cases against the reference (and a port). Exit 0 all pass, 1 a case fails."""
-    text = RulesText.load(rules)
+    rules_path, cases, spec = _check_inputs(rules, cases, spec)
+    text = RulesText.load(rules_path)
     env_spec = load_spec(spec)
     loaded = load_cases(cases, env_spec, text)
     sides: dict[str, list[CaseResult]] = {}
