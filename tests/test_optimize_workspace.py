@@ -45,6 +45,11 @@ def test_optimize_workspace_starts_from_the_shipped_port_with_bench_profile_and_
     assert "./bench" in task and "./profile" in task and "./verify 0-3" in task
     assert "bench cartpole --port port --target jax" in (root / "bench").read_text()
     assert "profile cartpole --port port --target jax" in (root / "profile").read_text()
+    assert "jax.lax.fori_loop" in task  # the JAX rules
+    rust = write_optimize_workspace(spec, "rust", tmp_path / "rust", "0-3").root
+    rust_task = (rust / "AGENTS.md").read_text()
+    assert "# Make the cartpole Rust port faster" in rust_task
+    assert "jnp" not in rust_task and "vmap" not in rust_task  # no JAX rules for a Rust port
     # no port to start from: one error line
     with pytest.raises(BadInput, match="no rust port found for acrobot"):
         write_optimize_workspace(spec_for_name("acrobot"), "rust", tmp_path / "other", "0-3")
