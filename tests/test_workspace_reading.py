@@ -102,3 +102,12 @@ def test_translate_copies_library_code_beside_not_over_the_reference(tmp_path: P
     # rlcard/envs/uno.py must not replace the reference's own uno.py
     assert (copied / "uno.py").read_text() == (ROOT / "references" / "uno" / "uno.py").read_text()
     assert (copied / "library" / "rlcard" / "envs" / "uno.py").is_file()
+
+
+def test_a_rules_drafted_reference_is_copied_without_its_drafts(tmp_path: Path) -> None:
+    spec = load_spec(ROOT / "references" / "duel" / "env.toml")
+    assert (spec.root / "drafts").is_dir()  # v2 and the rule questions live there
+    write_workspace(spec, "rust", tmp_path / "ws")
+    copied = tmp_path / "ws" / "reference"
+    assert (copied / "duel.py").is_file() and (copied / "RULES.md").is_file()
+    assert not (copied / "drafts").exists()

@@ -35,7 +35,9 @@ CONFIG_FILE = "envforge-workspace.toml"
 TASK_FILES = ("AGENTS.md", "CLAUDE.md", "GEMINI.md")
 """Codex CLI reads AGENTS.md, Claude Code CLAUDE.md, Gemini CLI GEMINI.md."""
 VERIFY_SCRIPT = "verify"
-SKIPPED = ("__pycache__", "target", "build", ".pytest_cache")
+SKIPPED = ("__pycache__", "target", "build", ".pytest_cache", "drafts")
+"""Never copied into a workspace; ``drafts/`` holds a rules-drafted reference's other versions
+and its rule questions (docs/RULES.md): the project's record, not the reference."""
 FOLDERS = ("reference", "port", ".gemini", ".codex")
 FILES = (
     CONFIG_FILE,
