@@ -26,8 +26,8 @@ from envforge.agents.model import ContextOverflow
 from envforge.agents.tools import WorkspaceTools
 from envforge.cost.budget import BudgetExceeded
 from envforge.errors import BadInput
+from envforge.levels import parse_levels
 from envforge.messages import Message, Model, ModelRequest, ModelResponse, TextPart, ToolResult
-from envforge.verify.runner import parse_levels
 
 EventFn = Callable[[str], None]
 MessageFn = Callable[[Message], None]

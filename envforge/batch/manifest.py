@@ -20,8 +20,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, fie
 from envforge import bounds
 from envforge.errors import BadInput, SpecError
 from envforge.input_files import InputFileError, load_toml
+from envforge.levels import parse_levels
 from envforge.targets import target_names
-from envforge.verify.runner import parse_levels
 
 NAME_RULE = bounds.NAME_RULE
 

@@ -10,10 +10,11 @@ import typer
 from rich.console import Console
 
 from envforge import bounds
+from envforge.levels import parse_levels
 from envforge.resolve import resolve_spec
 from envforge.targets import default_target, target_help
 from envforge.verify.context import VerifyOptions
-from envforge.verify.runner import parse_levels, parse_seed_sweep
+from envforge.verify.runner import parse_seed_sweep
 
 
 def mutate_command(

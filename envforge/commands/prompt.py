@@ -12,10 +12,10 @@ from rich.console import Console
 
 from envforge import bounds
 from envforge.errors import BadInput
+from envforge.levels import parse_levels
 from envforge.preflight import check_translate
 from envforge.resolve import resolve_spec
 from envforge.targets import default_target, target_help
-from envforge.verify.runner import parse_levels
 from envforge.workspace.optimize_workspace import (
     BENCH_SCRIPT,
     PROFILE_SCRIPT,

@@ -20,6 +20,7 @@ from envforge.backends.reference_check import build_reference, check_reference
 from envforge.commands.init import spec_or_init
 from envforge.cost.prices import price_from_options
 from envforge.errors import BadInput
+from envforge.levels import parse_levels
 from envforge.preflight import check_translate
 from envforge.resolve import resolve_spec
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
@@ -27,7 +28,6 @@ from envforge.targets import default_target, target_help
 from envforge.translate.job import TranslateJob, TranslateOutcome, run_translate_job
 from envforge.translate.orchestrate import RepairConfig
 from envforge.verify.context import VerifyOptions
-from envforge.verify.runner import parse_levels
 
 
 def _budget(text: str) -> Decimal | None:

@@ -15,12 +15,13 @@ from envforge.backends.reference_check import check_reference, first_line
 from envforge.commands.init import spec_or_init
 from envforge.errors import BrokenReference, DriverFailure
 from envforge.init.selfcheck_cache import cached_or_run
+from envforge.levels import parse_levels
 from envforge.resolve import resolve_port, resolve_spec
 from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
 from envforge.spec import EnvSpec
 from envforge.targets import default_target, target_help
 from envforge.verify.context import VerifyOptions
-from envforge.verify.runner import parse_levels, parse_seed_sweep, verify
+from envforge.verify.runner import parse_seed_sweep, verify
 from envforge.workspace.next_prompt import PACKAGE_ROOT, next_repair_prompt
 
 

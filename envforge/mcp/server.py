@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envforge.errors import EnvforgeError
+from envforge.levels import parse_levels
 from envforge.port_files import read_regular
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import reference_sources
 from envforge.verify.context import VerifyOptions
-from envforge.verify.runner import parse_levels, verify
+from envforge.verify.runner import verify
 from envforge.verify.verdict import Report
 from envforge.workspace.next_prompt import PACKAGE_ROOT, levels_text, next_repair_prompt
 from envforge.workspace.write import WorkspaceConfig

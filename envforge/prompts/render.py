@@ -18,13 +18,14 @@ import numpy as np
 
 from envforge.errors import BadInput
 from envforge.kit import contract
+from envforge.levels import LEVEL_NAMES, LEVELS
 from envforge.messages import ToolSpec
 from envforge.prompts.sources import SourceFile, reference_sources
 from envforge.rng.draws import RUST_DRAWS
 from envforge.rust_crates import RUST_CRATES
 from envforge.spec import EnvSpec
 from envforge.targets import get_target, target_names
-from envforge.verify.findings import LEVEL_NAMES, Finding
+from envforge.verify.findings import Finding
 from envforge.verify.verdict import Report
 
 TEMPLATE_DIR = Path(__file__).parent
@@ -40,6 +41,7 @@ _environment = jinja2.Environment(
     autoescape=False,
 )
 _environment.globals["contract"] = contract  # the port contract, quoted from its Protocols
+_environment.globals["LEVELS"] = LEVELS  # the verifier's levels, named as envforge.levels does
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from envforge.agents.model import ModelError
 from envforge.agents.tools import WorkspaceTools
 from envforge.cost.meter import Meter
 from envforge.errors import BadInput, BrokenReference
+from envforge.levels import parse_levels
 from envforge.messages import Usage, user
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import reference_sources
@@ -31,7 +32,7 @@ from envforge.translate.throughput import Throughput, measure_sandboxed
 from envforge.translate.workspace import RunWorkspace
 from envforge.verify.context import VerifyOptions
 from envforge.verify.findings import Finding
-from envforge.verify.runner import parse_levels, verify
+from envforge.verify.runner import verify
 from envforge.verify.verdict import Report
 
 ProgressFn = Callable[[str], None]

@@ -7,8 +7,6 @@ from typing import Any
 
 import numpy as np
 
-LEVEL_NAMES = {0: "contract", 1: "properties", 2: "interactions", 3: "rollouts", 4: "transfer"}
-
 
 @dataclass
 class SourceLocation:

@@ -12,6 +12,7 @@ from envforge.backends.recipe import Recipe, open_driver, port_recipe, reference
 from envforge.backends.reference_check import first_line
 from envforge.coverage.lines import LineCoverage
 from envforge.errors import BadInput, BrokenReference, DriverFailure
+from envforge.levels import level as level_of
 from envforge.port_files import list_port
 from envforge.sandbox.driver import open_sandboxed
 from envforge.sandbox.select import open_sandbox
@@ -22,33 +23,7 @@ from envforge.verify.findings import Finding
 from envforge.verify.thrown import handler_of, thrown_at
 from envforge.verify.verdict import LevelResult, Report
 
-LEVEL_MODULES = {
-    0: "envforge.verify.level0_contract",
-    1: "envforge.verify.level1_properties",
-    2: "envforge.verify.level2_interactions",
-    3: "envforge.verify.level3_rollouts",
-    4: "envforge.verify.level4_transfer",
-}
 ProgressFn = Callable[[str], None]
-
-
-def parse_levels(text: str) -> list[int]:
-    """'0-3' -> [0, 1, 2, 3]; '1,3' -> [1, 3]; '4' -> [4]."""
-    levels: set[int] = set()
-    try:
-        for part in text.split(","):
-            part = part.strip()
-            if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                levels.update(range(lo, hi + 1))
-            elif part:
-                levels.add(int(part))
-    except ValueError:
-        raise BadInput(f"--levels: expected e.g. '0-3' or '1,3', got {text!r}") from None
-    bad = sorted(lv for lv in levels if lv not in LEVEL_MODULES)
-    if bad or not levels:
-        raise BadInput(f"--levels: levels are 0..4, got {text!r}")
-    return sorted(levels)
 
 
 def parse_seed_sweep(text: str) -> int:
@@ -198,7 +173,7 @@ class DriverPair:
 
 
 def run_level(level: int, ctx: VerifyContext) -> LevelResult:
-    module = importlib.import_module(LEVEL_MODULES[level])
+    module = importlib.import_module(level_of(level).module)
     result: LevelResult = module.run(ctx)
     return result
 

@@ -9,10 +9,10 @@ from rich.console import Console
 from rich.table import Table
 
 from envforge.coverage.lines import LineCoverage, merge_all
-from envforge.verify.findings import LEVEL_NAMES, Finding, to_jsonable
+from envforge.levels import EQUIVALENCE_LEVELS, LEVEL_NAMES
+from envforge.verify.findings import Finding, to_jsonable
 
 STATUSES = ("pass", "fail", "error", "inconclusive", "skipped")
-EQUIVALENCE_LEVELS = (0, 1, 2, 3)
 """The levels a port must pass to be equivalent (L4, transfer, is optional)."""
 REFERENCE_ERROR = "reference error"
 """The verdict when the reference could not be built or run: it says nothing about the port."""

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from envforge.levels import EQUIVALENCE_LEVELS
 from envforge.port_files import PortFiles, list_port
 from envforge.prompts import render as prompts
 from envforge.spec import EnvSpec
 from envforge.targets import code_language
 from envforge.verify.findings import Finding
-from envforge.verify.verdict import EQUIVALENCE_LEVELS, Report, levels_phrase
+from envforge.verify.verdict import Report, levels_phrase
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 """Where envforge's own files are: a traceback through them shows paths relative to it."""
