@@ -19,6 +19,7 @@ from envforge.bench.bench_report import BenchReport
 from envforge.bench.markdown import section
 from envforge.bench.measure import BenchSettings
 from envforge.bench.suite import find_ports, run_bench
+from envforge.bench.train_table import load_results, training_section
 from envforge.spec_lookup import spec_for_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,6 +60,9 @@ def main() -> int:
         "--quick-batch",
         default="1,1024,65536",
         help="with --quick: the batch sizes (a port whose largest batch takes too long: 1,1024)",
+    )
+    parser.add_argument(
+        "--out", default=str(DOCS / "BENCHMARKS.md"), help="where to write the Markdown"
     )
     args = parser.parse_args()
     quick_batch = tuple(int(b) for b in args.quick_batch.split(","))
@@ -153,8 +157,10 @@ def main() -> int:
         "was available to this run, so there are no GPU numbers.",
         "",
     ]
-    (DOCS / "BENCHMARKS.md").write_text("\n".join(header + sections))
-    print(f"wrote {DOCS / 'BENCHMARKS.md'}", file=sys.stderr)
+    # the PPO table: benchmarks/train_speed.py's docs/bench/train-<env>.json, as last measured
+    training = training_section(load_results(DOCS / "bench"))
+    Path(args.out).write_text("\n".join(header + sections + ([training] if training else [])))
+    print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
 

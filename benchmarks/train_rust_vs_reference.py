@@ -38,19 +38,7 @@ from envforge.spec import EnvSpec, load_spec  # noqa: E402
 from envforge.train.config import PPOConfig  # noqa: E402
 from envforge.train.host_ppo import train_host  # noqa: E402
 from envforge.train.ppo import TrainResult  # noqa: E402
-from envforge.train.vec_env import HostStep  # noqa: E402
-
-
-class _Seeds:
-    """Reset seeds 0, 1, 2, ... in the order envs need them (the same on both sides)."""
-
-    def __init__(self) -> None:
-        self.next = 0
-
-    def take(self, n: int) -> np.ndarray:
-        out = (self.next + np.arange(n, dtype=np.uint64)) % 2**32
-        self.next += n
-        return out.astype(np.uint32)
+from envforge.train.vec_env import HostStep, ObjectsVecEnv, SeedCounter  # noqa: E402
 
 
 class RustBatchVecEnv:
@@ -62,7 +50,7 @@ class RustBatchVecEnv:
         self.driver = RustDriver(spec, crate)  # built here, or taken from the build cache
         self.batch = getattr(self.driver.module, BATCH_CLASS)(num_envs, False)
         self.num_envs = num_envs
-        self.seeds = _Seeds()
+        self.seeds = SeedCounter()
         self.obs = np.zeros((num_envs, *spec.observation.shape), np.float32)
         self.reward = np.zeros(num_envs, np.float32)
         self.terminated = np.zeros(num_envs, bool)
@@ -96,45 +84,6 @@ class RustBatchVecEnv:
 
     def close(self) -> None:
         self.driver.close()
-
-
-class ReferenceVecEnv:
-    """The reference's env objects stepped one after another in Python, auto-resetting."""
-
-    def __init__(self, spec: EnvSpec, num_envs: int) -> None:
-        make = env_factory(spec)
-        self.envs = [make() for _ in range(num_envs)]
-        self.num_envs = num_envs
-        self.seeds = _Seeds()
-        self.returns = np.zeros(num_envs)
-
-    def reset(self) -> np.ndarray:
-        seeds = self.seeds.take(self.num_envs)
-        self.returns[:] = 0.0
-        return np.stack(
-            [env.reset(seed=int(s))[0] for env, s in zip(self.envs, seeds, strict=True)]
-        )
-
-    def step(self, actions: np.ndarray) -> HostStep:
-        n = self.num_envs
-        obs, final_obs = [], []
-        reward, terminated, truncated = np.zeros(n), np.zeros(n, bool), np.zeros(n, bool)
-        for k, (env, action) in enumerate(
-            zip(self.envs, np.asarray(actions).tolist(), strict=True)
-        ):
-            o, r, term, trunc, _ = env.step(action)
-            final_obs.append(o)
-            reward[k], terminated[k], truncated[k] = r, term, trunc
-            if term or trunc:
-                o, _ = env.reset(seed=int(self.seeds.take(1)[0]))
-            obs.append(o)
-        self.returns += reward
-        finished = self.returns.copy()
-        self.returns[terminated | truncated] = 0.0
-        return HostStep(np.stack(obs), reward, terminated, truncated, np.stack(final_obs), finished)
-
-    def close(self) -> None:
-        pass
 
 
 def row(result: TrainResult) -> dict[str, Any]:
@@ -171,7 +120,7 @@ def main() -> None:
         vec = (
             RustBatchVecEnv(spec, crate, cfg.num_envs)
             if side == "rust"
-            else ReferenceVecEnv(spec, cfg.num_envs)
+            else ObjectsVecEnv(env_factory(spec), cfg.num_envs)
         )
         start = time.perf_counter()
         results[side] = row(train_host(vec, spec, cfg, seeds=1))

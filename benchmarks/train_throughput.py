@@ -18,24 +18,21 @@ import argparse
 import json
 import os
 import sys
-import time
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import jax  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from envforge.backends.recipe import open_driver, reference_recipe  # noqa: E402
 from envforge.spec import EnvSpec, load_spec  # noqa: E402
-from envforge.train.config import PPOConfig, l4_config  # noqa: E402
+from envforge.train.config import l4_config  # noqa: E402
 from envforge.train.host_ppo import train_host  # noqa: E402
-from envforge.train.port_env import AutoResetEnv, load_port  # noqa: E402
-from envforge.train.ppo import FusedPPO, TrainResult, network_for, train_fused  # noqa: E402
+from envforge.train.port_env import load_port  # noqa: E402
+from envforge.train.ppo import TrainResult, rollout_rate, train_fused  # noqa: E402
 from envforge.train.vec_env import DriverVecEnv, GymnasiumVecEnv, VecEnv  # noqa: E402
 
 
@@ -45,19 +42,6 @@ def host_vec_env(spec: EnvSpec, rows: int) -> tuple[VecEnv, str]:
         return GymnasiumVecEnv(env_id, rows), f"gymnasium.make_vec({env_id!r}, sync)"
     driver = open_driver(reference_recipe(spec, strict_float=False), isolate=False)
     return DriverVecEnv(driver, spec, rows), f"{spec.reference_kind} Driver, in-process"
-
-
-def fused_rollout_rate(spec: EnvSpec, port: Path, cfg: PPOConfig, seeds: int, steps: int) -> float:
-    """Env steps/s of acting + stepping only (the fused rollout scan, no learning)."""
-    trainer = FusedPPO(
-        cfg, AutoResetEnv(load_port(port, spec.name), spec.episode_cap), network_for(spec, cfg)
-    )
-    carry = jax.jit(jax.vmap(trainer.init))(jax.random.split(jax.random.PRNGKey(1), seeds))
-    roll = jax.jit(jax.vmap(partial(trainer.rollout, num_steps=steps))).lower(carry).compile()
-    jax.block_until_ready(roll(carry))
-    start = time.perf_counter()
-    jax.block_until_ready(roll(carry))
-    return seeds * cfg.num_envs * steps / (time.perf_counter() - start)
 
 
 def row(result: TrainResult) -> dict[str, Any]:
@@ -98,7 +82,7 @@ def bench_env(
         "fused": row(fused),
         "host": row(host),
         "fused_rollout_steps_per_s": round(
-            fused_rollout_rate(spec, port, cfg, k, cfg.num_steps * 8)
+            rollout_rate(load_port(port, name), spec, cfg, k, cfg.num_steps * 8)
         ),
         "host_rollout_steps_per_s": round(host.env_steps / max(host_rollout_s, 1e-9)),
     }

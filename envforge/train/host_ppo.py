@@ -100,7 +100,7 @@ def train_host(
 
     history = np.full((k, cfg.num_updates), np.nan)
     train_start, cpu_start = time.perf_counter(), time.process_time()
-    compile_learn_s = compile_learn_cpu = learn_s = 0.0
+    compile_learn_s = compile_learn_cpu = learn_s = learn_cpu = 0.0
     for update in range(cfg.num_updates):
         steps: dict[str, list[Any]] = {
             n: [] for n in ("obs", "action", "log_prob", "value", "reward", "done")
@@ -144,6 +144,7 @@ def train_host(
             compile_learn_s, compile_learn_cpu = time.perf_counter() - t0, time.process_time() - c0
         else:
             learn_s += time.perf_counter() - t0
+            learn_cpu += time.process_time() - c0
         with np.errstate(invalid="ignore", divide="ignore"):
             history[:, update] = np.where(finished_n > 0, finished_sum / finished_n, np.nan)
         if progress is not None:
@@ -164,7 +165,11 @@ def train_host(
     }
     policy = Policy(net, learner.params, policy_norm, meta)
     # the first update's learning time is compile time; count the rest as learning
-    extra = {"learn_s": learn_s, "learn_s_per_update": learn_s / max(1, cfg.num_updates - 1)}
+    extra = {
+        "learn_s": learn_s,
+        "learn_s_per_update": learn_s / max(1, cfg.num_updates - 1),
+        "learn_cpu_s_per_update": learn_cpu / max(1, cfg.num_updates - 1),
+    }
     return TrainResult(
         policy, history, jit_s + compile_learn_s, train_s, cfg.steps_per_seed * k, cpu_s, extra
     )

@@ -248,3 +248,17 @@ def train_fused(
     meta = {"env": spec.name, "seeds": seeds, "seed": seed, "total_timesteps": cfg.total_timesteps}
     policy = Policy(net, carry.learner.params, norm, meta)
     return TrainResult(policy, np.concatenate(history, axis=1), jit_s, train_s, total, cpu_s)
+
+
+def rollout_rate(
+    module: ModuleType, spec: EnvSpec, cfg: PPOConfig, seeds: int, steps: int
+) -> float:
+    """Env steps/s of the fused rollout alone (acting + stepping ``steps`` steps, no learning),
+    compilation and a first warm call excluded: what fusing can gain where the update is the cost."""
+    trainer = FusedPPO(cfg, AutoResetEnv(module, spec.episode_cap), network_for(spec, cfg))
+    carry = jax.jit(jax.vmap(trainer.init))(jax.random.split(jax.random.PRNGKey(1), seeds))
+    roll = jax.jit(jax.vmap(partial(trainer.rollout, num_steps=steps))).lower(carry).compile()
+    jax.block_until_ready(roll(carry))
+    start = time.perf_counter()
+    jax.block_until_ready(roll(carry))
+    return seeds * cfg.num_envs * steps / (time.perf_counter() - start)

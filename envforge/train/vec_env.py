@@ -7,6 +7,7 @@ use; it is the fair speed baseline for gymnasium references).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -93,19 +94,24 @@ class DriverVecEnv:
 
 
 class GymnasiumVecEnv:
-    """``gymnasium.make_vec`` (synchronous, same-step auto-reset) behind the same interface."""
+    """``gymnasium.make_vec`` (synchronous, same-step auto-reset) behind the same interface, or
+    a gymnasium vector env built elsewhere (``vector_env``: ``envforge.make(...,
+    autoreset_mode="SameStep")`` of a port), which must auto-reset in the same step."""
 
-    def __init__(self, env_id: str, num_envs: int, seed: int = 0) -> None:
+    def __init__(self, env_id: str, num_envs: int, seed: int = 0, vector_env: Any = None) -> None:
         import gymnasium as gym
 
         self.num_envs = num_envs
         self._seed = seed
-        self._env: Any = gym.make_vec(
+        self._env: Any = vector_env or gym.make_vec(
             env_id,
             num_envs=num_envs,
             vectorization_mode="sync",
             vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
         )
+        mode = self._env.metadata.get("autoreset_mode")
+        if mode != gym.vector.AutoresetMode.SAME_STEP or self._env.num_envs != num_envs:
+            raise ValueError(f"{env_id}: needs {num_envs} envs auto-resetting in the same step")
         self._return = np.zeros(num_envs)
 
     def reset(self) -> np.ndarray:
@@ -128,3 +134,55 @@ class GymnasiumVecEnv:
 
     def close(self) -> None:
         self._env.close()
+
+
+class SeedCounter:
+    """Reset seeds ``start, start + 1, ...`` in the order envs ask for them."""
+
+    def __init__(self, start: int = 0) -> None:
+        self.next = start
+
+    def take(self, n: int) -> np.ndarray:
+        out = (self.next + np.arange(n, dtype=np.uint64)) % 2**32
+        self.next += n
+        return out.astype(np.uint32)
+
+
+class ObjectsVecEnv:
+    """Env objects (``make()``: a reference's own class, or ``gymnasium.make``) stepped one
+    after another in Python, each reset with the next seed when its episode ends: a Python
+    reference stepped the way users step it (as ``envforge bench`` does)."""
+
+    def __init__(self, make: Callable[[], Any], num_envs: int, seed: int = 0) -> None:
+        self.envs = [make() for _ in range(num_envs)]
+        self.num_envs = num_envs
+        self.seeds = SeedCounter(seed)
+        self.returns = np.zeros(num_envs)
+
+    def reset(self) -> np.ndarray:
+        seeds = self.seeds.take(self.num_envs)
+        self.returns[:] = 0.0
+        first = [env.reset(seed=int(s))[0] for env, s in zip(self.envs, seeds, strict=True)]
+        return np.stack([np.asarray(o, np.float32) for o in first])
+
+    def step(self, actions: np.ndarray) -> HostStep:
+        n = self.num_envs
+        obs, final_obs = [], []
+        reward, terminated, truncated = np.zeros(n), np.zeros(n, bool), np.zeros(n, bool)
+        for k, (env, action) in enumerate(
+            zip(self.envs, np.asarray(actions).tolist(), strict=True)
+        ):
+            o, r, term, trunc, _ = env.step(action)
+            o = np.asarray(o, np.float32)  # a gymnasium tuple observation (Blackjack) too
+            final_obs.append(o)
+            reward[k], terminated[k], truncated[k] = r, term, trunc
+            if term or trunc:
+                o = np.asarray(env.reset(seed=int(self.seeds.take(1)[0]))[0], np.float32)
+            obs.append(o)
+        self.returns += reward
+        finished = self.returns.copy()
+        self.returns[terminated | truncated] = 0.0
+        return HostStep(np.stack(obs), reward, terminated, truncated, np.stack(final_obs), finished)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,84 @@
+"""The "Training speed (PPO)" table: ``benchmarks/train_speed.py``'s results as Markdown.
+
+Each result is one env's ``docs/bench/train-<env>.json``: PPO env steps/s on its best port and
+on its reference, measured side by side in one run. The script prints the table;
+``benchmarks/regenerate_docs.py`` puts it, with how it was measured, into docs/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from envforge.bench.bench_report import fmt_sps
+
+HEADER = (
+    "| env | port (PPO) | reference (PPO) | envs x steps | port steps/s | reference steps/s "
+    "| x reference | per CPU-second | rollout only | target | CPU (load) |"
+)
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}x"
+
+
+def training_row(r: dict[str, Any]) -> str:
+    port, ref, ppo = r["port"], r["reference_side"], r["ppo"]
+    met = "met" if r["met"] else "**missed**"
+    machine = r["machine"]
+    cells = [
+        r["env"],
+        f"{port['implementation']}, {port['trainer']}",
+        f"{ref['implementation']}, {ref['trainer']}",
+        f"{ppo['num_envs']} x {ppo['num_steps']}",
+        fmt_sps(port["steps_per_s"]),
+        fmt_sps(ref["steps_per_s"]),
+        f"**{_x(r['speedup'])}**",
+        _x(r["speedup_per_cpu_s"]),
+        _x(r.get("rollout_speedup")),
+        f">= {r['target_x']:g}x: {met}",
+        f"{machine['cpu']} ({machine['load_before'][0]:.1f})",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def training_table(results: list[dict[str, Any]]) -> list[str]:
+    align = "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
+    return [HEADER, align, *(training_row(r) for r in results)]
+
+
+def load_results(folder: Path) -> list[dict[str, Any]]:
+    """Every ``train-<env>.json`` in ``folder``, in name order."""
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("train-*.json"))]
+
+
+def training_section(results: list[dict[str, Any]]) -> str:
+    """The section of docs/BENCHMARKS.md (empty when no env was measured)."""
+    if not results:
+        return ""
+    ppo = results[0]["ppo"]
+    lines = [
+        "## Training speed (PPO)",
+        "",
+        "Measured by `benchmarks/train_speed.py` (raw numbers: `docs/bench/train-<env>.json`). "
+        "Env steps per second of PPO *training* (acting, stepping, GAE and the update) on the "
+        "env's fastest port and on its reference, one after the other in one run, with the same "
+        "network (actor and critic MLPs "
+        f"{'x'.join(str(h) for h in ppo['hidden'])}), batch (the spec's `[l4]` num_envs x "
+        f"num_steps, or 16 x 128), {ppo['update_epochs']} epochs x {ppo['num_minibatches']} "
+        "minibatches and one seed. A JAX port trains with PPO fused in JAX (one jitted scan); a "
+        "Rust port and the reference train with the same PPO as a host loop (a jitted policy "
+        "acts on numpy observations, the env steps on the host, the same jitted update learns): "
+        "a Rust port through `envforge.make(env, target='rust', num_envs=N)`, a Python or "
+        "gymnasium reference as its env objects in a Python loop, a C or node reference through "
+        "its Driver. Compilation and building are excluded (JIT, cargo; the host loop's first "
+        "update compiles, and one update's measured learning is added back in its place). "
+        "`per CPU-second` divides each side by its CPU time (this process and its children, all "
+        "threads). `rollout only` is the ratio of acting and stepping alone: the update costs "
+        "both sides the same, so where it dominates it bounds the training ratio.",
+        "",
+        *training_table(results),
+        "",
+    ]
+    return "\n".join(lines)
