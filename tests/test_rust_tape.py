@@ -14,6 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from blackjack_play import (
+    assert_choice_of_12_finding,
+    assert_outcomes_like_the_reference,
+    port_outcomes,
+)
 from conftest import ROOT, apply_patch
 
 from envforge.backends.rust import RustDriver
@@ -79,13 +84,8 @@ def test_a_rust_port_taking_a_draw_of_the_wrong_range_is_an_rng_tape_finding(
         tmp_path, "    DECK[draws.choice(DECK.len())]", "    DECK[draws.choice(DECK.len() - 1)]"
     )
     finding = verify(spec_for_name("blackjack"), crate, [1], QUICK).levels[0].findings[0]
-    assert finding.check == "rng.tape"
-    assert "draw #0" in finding.message
-    assert "the reference asked choice of 13, the port asked choice of 12" in finding.message
-    assert finding.extra["draw"]["port"] == "choice of 12"
     # the draw's site is the line that called the helper (`#[track_caller]`), in step
-    assert Path(finding.port_lines[0].file).name == "blackjack.rs"
-    assert "draw_card(draws)" in finding.port_lines[0].text
+    assert_choice_of_12_finding(finding, "blackjack.rs", "draw_card(draws)")
 
 
 @needs_rust
@@ -131,32 +131,10 @@ def test_rust_prompt_teaches_the_draw_interface_only_where_step_draws() -> None:
 def test_make_gives_the_rust_port_as_a_vector_env_playing_like_the_reference() -> None:
     """`envforge.make(..., target="rust")` steps with each env's own generator: the outcomes of
     `stick_at_17` hands (lose, push, win, natural win) have the reference's frequencies."""
-    import gymnasium as gym
-    from scipy.stats import chi2_contingency
-
     import envforge
 
     env = envforge.make("blackjack", target="rust", num_envs=1000)
-    obs, _ = env.reset(seed=1)
-    port: list[np.ndarray] = []
-    for _ in range(60):
-        obs, reward, terminated, truncated, _ = env.step(np.where(obs[:, 0] >= 17, 0, 1))
-        port.append(reward[terminated | truncated])
-    reference = gym.make("Blackjack-v1", natural=True, sab=False)
-    ref: list[float] = []
-    reference.reset(seed=0)
-    for _ in range(8000):
-        hand, _ = reference.reset()
-        done = False
-        while not done:
-            hand, r, term, trunc, _ = reference.step(0 if hand[0] >= 17 else 1)
-            done = term or trunc
-        ref.append(float(r))
-    outcomes = [-1.0, 0.0, 1.0, 1.5]
-    table = [[int(np.sum(np.concatenate(port) == o)) for o in outcomes]]
-    table.append([int(np.sum(np.asarray(ref) == o)) for o in outcomes])
-    assert sum(table[0]) > 10_000
-    assert chi2_contingency(table).pvalue > 1e-3, table
+    assert_outcomes_like_the_reference(port_outcomes(env, seed=1)[1])
 
 
 @needs_rust

@@ -18,7 +18,9 @@ per-env generator (xoshiro256++ seeded through splitmix64, the numbers of ``rng/
 ``Rng``), and, when the driver hands a log, the record of every draw (kind, parameters, value,
 site) -- a reference's draws are its tape; a port's come from the tape it is handed (clamped
 into the range it asked, as ``draws.rs`` does) and its log is accounted against the reference's.
-Without a log (the bench harness) a draw is a few integer operations.
+Without a log (the bench harness, and ``envforge_step_own``: a C port's envs under
+``envforge.make``, each with its own generator seeded at reset) a draw is a few integer
+operations.
 """
 
 from __future__ import annotations
@@ -185,6 +187,29 @@ void envforge_step_draws(int64_t n, {struct}* envs, {action_arg}, float* rewards
     }}
     ENVFORGE_LEAVE
 }}
+
+/* the speed path (envforge.make): row i draws from its own generator, whose four words the
+   caller keeps between steps (gens + 4 * i) and seeds at reset; nothing is logged */
+void envforge_seed_own(int64_t n, const uint64_t* seeds, uint64_t* gens) {{
+    for (int64_t i = 0; i < n; i++) {{
+        envforge_draws d;
+        envforge_draws_seed(&d, seeds[i]);
+        memcpy(gens + 4 * i, d.s, sizeof d.s);
+    }}
+}}
+
+void envforge_step_own(int64_t n, {struct}* envs, {action_arg}, float* rewards,
+                       uint8_t* terminated, uint8_t* truncated, uint64_t* gens) {{
+    ENVFORGE_ENTER
+    for (int64_t i = 0; i < n; i++) {{
+        envforge_draws d;
+        memset(&d, 0, sizeof d);
+        memcpy(d.s, gens + 4 * i, sizeof d.s);
+        {prefix}_step(&envs[i], {action_expr}, &rewards[i], &terminated[i], &truncated[i], &d);
+        memcpy(gens + 4 * i, d.s, sizeof d.s);
+    }}
+    ENVFORGE_LEAVE
+}}
 """
 
 
@@ -204,7 +229,9 @@ def hook_source(prefix: str) -> str:
 
 
 def batch_source(struct: str, prefix: str, action_arg: str, action_expr: str) -> str:
-    """``envforge_step_draws``: the batch step of the C driver under the hook."""
+    """``envforge_step_draws``: the batch step of the C driver under the hook (a tape, or a
+    generator per row seeded by the verifier); ``envforge_step_own``: the step of
+    ``envforge.make``, each env drawing from its own generator kept between steps."""
     return BATCH.format(
         struct=struct, prefix=prefix, action_arg=action_arg, action_expr=action_expr
     )
@@ -232,6 +259,8 @@ def bind(lib: ctypes.CDLL) -> None:
     """Argument types of the hook's entry points in a built library."""
     vp, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
     lib.envforge_step_draws.argtypes = [i64, vp, vp, vp, vp, vp, vp, vp, i32, *[vp] * 7]
+    lib.envforge_seed_own.argtypes = [i64, vp, vp]
+    lib.envforge_step_own.argtypes = [i64, vp, vp, vp, vp, vp, vp]
     lib.envforge_draw_site_count.restype = i32
     lib.envforge_draw_site_file.argtypes = [i32]
     lib.envforge_draw_site_file.restype = ctypes.c_char_p
