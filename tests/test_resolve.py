@@ -51,3 +51,35 @@ def test_the_resolver_decides_which_option_wins(tmp_path: Path) -> None:
     assert spec_for_port(ROOT / "generated/pong/jax/pong.py").name == "pong"
     with pytest.raises(BadInput, match="cannot tell which env"):
         spec_for_port(tmp_path)
+
+
+SHARED_FLAGS = ("--seed", "--scale", "--sandbox", "--levels", "--seed-sweep", "--init")
+
+
+def test_shared_options_are_defined_once() -> None:
+    """``--seed``, ``--scale``, ``--sandbox``, ``--levels``... come from
+    ``envforge/commands/options.py`` in every command: a command declaring one again fails
+    here, and every command that takes one shows the same help for it."""
+    import click
+    import typer.main
+
+    from envforge.cli import app
+
+    commands = ROOT / "envforge" / "commands"
+    for module in sorted(commands.glob("*.py")):
+        if module.name != "options.py":
+            text = module.read_text()
+            again = [f for f in SHARED_FLAGS if "typer.Option(" in text and f'"{f}"' in text]
+            assert not again, f"{module.name} declares {again} again: use commands/options.py"
+    helps: dict[str, set[str]] = {}
+
+    def walk(command: click.Command) -> None:
+        for sub in getattr(command, "commands", {}).values():
+            walk(sub)
+        for param in command.params:
+            for flag in set(getattr(param, "opts", [])) & set(SHARED_FLAGS):
+                helps.setdefault(flag, set()).add(str(getattr(param, "help", "")))
+
+    walk(typer.main.get_command(app))
+    assert set(helps) == set(SHARED_FLAGS)
+    assert all(len(texts) == 1 for texts in helps.values()), helps

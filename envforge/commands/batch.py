@@ -17,8 +17,9 @@ from envforge.batch.manifest import load_manifest
 from envforge.batch.plan import plan_jobs
 from envforge.batch.run_batch import RunOptions, run_batch
 from envforge.batch.store import open_existing
+from envforge.commands import options
 from envforge.errors import BadInput
-from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
+from envforge.sandbox.select import choose_sandbox
 
 batch_app = typer.Typer(
     help="Run many translation jobs from a manifest, with one budget; resumable; local or Ray.",
@@ -49,7 +50,7 @@ def run_command(
     address: str = typer.Option(
         None, "--address", help="Ray cluster address (default: start a local Ray)."
     ),
-    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
+    sandbox: options.Sandbox = "auto",
     as_json: bool = typer.Option(False, "--json", help="Print the final report as JSON."),
 ) -> None:
     """Run every unfinished job; after a crash or kill the same command resumes.

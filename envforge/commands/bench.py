@@ -11,9 +11,10 @@ from rich.console import Console
 from envforge import bounds
 from envforge.bench.measure import BATCH_SIZES, BenchSettings
 from envforge.bench.suite import find_ports, run_bench
+from envforge.commands import options
 from envforge.errors import BadInput
 from envforge.resolve import candidate_port, resolve_spec
-from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
+from envforge.sandbox.select import choose_sandbox, open_sandbox
 
 
 def _ints(text: str, flag: str) -> tuple[int, ...]:
@@ -27,7 +28,7 @@ def _ints(text: str, flag: str) -> tuple[int, ...]:
 
 
 def bench_command(
-    env: str = typer.Argument(..., help="Env name (references/<env>)."),
+    env: options.EnvArgument,
     target: list[str] = typer.Option(
         None, "--target", help="Port(s) to measure: jax, rust (default: every port found)."
     ),
@@ -68,15 +69,10 @@ def bench_command(
         help="Env steps per jitted JAX call (default 65536, at least 16 scan steps); "
         "fewer for a slow port's large batches.",
     ),
-    port: str = typer.Option(
-        None,
-        "--port",
-        help="Time this candidate port (a folder or module) instead of the shipped one, "
-        "beside the reference, in the same sandboxed job.",
-    ),
+    port: options.CandidatePort = None,
     plot: str = typer.Option(None, "--plot", help="Write a log-log PNG of SPS vs batch size."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
+    as_json: options.Json = False,
+    sandbox: options.Sandbox = "auto",
 ) -> None:
     """Measure env steps/s of the reference and its ports (compile time excluded)."""
     spec = resolve_spec(env, command="bench")

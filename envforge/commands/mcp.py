@@ -6,10 +6,12 @@ from pathlib import Path
 
 import typer
 
+from envforge.commands import options
 from envforge.errors import BadInput
+from envforge.levels import DEFAULT_LEVELS
 from envforge.resolve import resolve
-from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
-from envforge.targets import default_target, target_help
+from envforge.sandbox.select import choose_sandbox
+from envforge.targets import default_target
 from envforge.workspace.write import CONFIG_FILE, WorkspaceConfig, load_config
 
 
@@ -17,15 +19,13 @@ def mcp_command(
     workspace: Path = typer.Option(
         Path("."), "--workspace", help=f"A folder written by envforge prompt (its {CONFIG_FILE})."
     ),
-    env: str = typer.Option(None, "--env", help="Instead of a workspace: the env name..."),
-    ref: str = typer.Option(None, "--ref", help="... or its reference,"),
-    spec: str = typer.Option(None, "--spec", help="its env.toml (default: beside the reference),"),
-    port: Path = typer.Option(None, "--port", help="and the port to verify."),
-    target: str = typer.Option(
-        default_target(), "--target", help=target_help("Which default port")
-    ),
-    levels: str = typer.Option("0-3", "--levels", help="Levels verify runs by default."),
-    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
+    env: str = typer.Option(None, "--env", help="Instead of a workspace: the env name, or --ref."),
+    ref: options.Ref = None,
+    spec: options.Spec = None,
+    port: options.Port = None,
+    target: options.Target = default_target(),
+    levels: options.Levels = DEFAULT_LEVELS,
+    sandbox: options.Sandbox = "auto",
 ) -> None:
     """Serve envforge's verifier over MCP (stdio): verify, repair_prompt, latest_report, spec,
     reference, bench. See docs/AGENTS.md for each agent CLI's one-line config."""
@@ -45,7 +45,7 @@ def _config(
     env: str | None,
     ref: str | None,
     spec: str | None,
-    port: Path | None,
+    port: str | None,
     target: str,
     levels: str,
 ) -> WorkspaceConfig:

@@ -10,19 +10,18 @@ import typer
 from rich.console import Console
 
 from envforge import bounds
-from envforge.levels import parse_levels
+from envforge.commands import options
+from envforge.levels import DEFAULT_LEVELS, parse_levels
 from envforge.resolve import resolve_spec
-from envforge.targets import default_target, target_help
+from envforge.targets import default_target
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_seed_sweep
 
 
 def mutate_command(
-    env: str = typer.Argument(..., help="Env name (references/<env>)."),
-    target: str = typer.Option(
-        default_target(), "--target", help=target_help("Which port to mutate")
-    ),
-    port: str = typer.Option(None, "--port", help="Port directory (default: the env's port)."),
+    env: options.EnvArgument,
+    target: options.Target = default_target(),
+    port: options.Port = None,
     side: str = typer.Option(
         "port", "--side", help="Mutate the port (default) or the C/Python reference."
     ),
@@ -32,22 +31,10 @@ def mutate_command(
     mutant_ids: list[str] = typer.Option(
         None, "--mutant", help="Run only these mutant ids (repeatable), e.g. compare:133:1."
     ),
-    levels: str = typer.Option("0-3", "--levels", help="Verifier levels, e.g. 0-3."),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        callback=bounds.option(bounds.SEED),
-        help="Seed of the sample and of the verifier.",
-    ),
-    scale: float = typer.Option(
-        1.0,
-        "--scale",
-        callback=bounds.option(bounds.SCALE),
-        help="Verifier effort per mutant (0.2 = quick).",
-    ),
-    seed_sweep: str = typer.Option(
-        None, "--seed-sweep", help="Verifier L1 reset sweep size (N, 2^k or full); see verify."
-    ),
+    levels: options.Levels = DEFAULT_LEVELS,
+    seed: options.Seed = 0,
+    scale: options.Scale = 1.0,
+    seed_sweep: options.SeedSweep = None,
     jobs: int = typer.Option(
         0, "--jobs", min=0, help="Mutants verified at once (0 = one per CPU core)."
     ),
@@ -60,7 +47,7 @@ def mutate_command(
     no_differential: bool = typer.Option(
         False, "--no-differential", help="Skip the differential test (no triage/localization)."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    as_json: options.Json = False,
     out: str = typer.Option(None, "--out", help="Also write the JSON report to this file."),
 ) -> None:
     """Verify semantic mutants of a port; report kill rate per level, survivors, localization."""

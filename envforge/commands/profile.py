@@ -9,28 +9,25 @@ import typer
 from rich.console import Console
 
 from envforge import bounds
+from envforge.commands import options
 from envforge.errors import BadInput
 from envforge.resolve import chosen_port, resolve_spec
-from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
+from envforge.sandbox.select import choose_sandbox, open_sandbox
 from envforge.targets import default_target, get_target, target_names
 
 
 def profile_command(
-    env: str = typer.Argument(..., help="Env name (references/<env>)."),
-    target: str = typer.Option(default_target(), "--target", help="A target with a profiler."),
-    port: str = typer.Option(
-        None,
-        "--port",
-        help="Profile this candidate port (a folder or module), not the shipped one.",
-    ),
+    env: options.EnvArgument,
+    target: options.Target = default_target(),
+    port: options.CandidatePort = None,
     batch: int = typer.Option(
         1024, "--batch", callback=bounds.option(bounds.AT_LEAST_ONE), help="Envs per step."
     ),
     top: int = typer.Option(
         15, "--top", callback=bounds.option(bounds.AT_LEAST_ONE), help="Lines in the table."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print the whole profile as JSON."),
-    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
+    as_json: options.Json = False,
+    sandbox: options.Sandbox = "auto",
 ) -> None:
     """Profile a port's batched step: JAX by source line (cost, loops, selects); Rust by
     EnvBatch method and by function (perf where the machine has it; the output says)."""

@@ -11,11 +11,12 @@ import typer
 from rich.console import Console
 
 from envforge import bounds
+from envforge.commands import options
 from envforge.errors import BadInput
-from envforge.levels import parse_levels
+from envforge.levels import DEFAULT_LEVELS, parse_levels
 from envforge.preflight import check_translate
 from envforge.resolve import resolve_spec
-from envforge.targets import default_target, target_help
+from envforge.targets import default_target
 from envforge.workspace.optimize_workspace import (
     BENCH_SCRIPT,
     PROFILE_SCRIPT,
@@ -25,34 +26,25 @@ from envforge.workspace.write import TASK_FILES, VERIFY_SCRIPT, write_workspace
 
 
 def prompt_command(
-    env: str = typer.Argument(None, help="Env name (references/<env>), or omit and use --ref."),
-    ref: str = typer.Option(
-        None, "--ref", help="Reference: path/to/env.c, gymnasium:<id>, file.py:Class."
-    ),
-    spec: str = typer.Option(
-        None, "--spec", help="env.toml to use (default: beside the reference)."
-    ),
-    target: str = typer.Option(default_target(), "--target", help=target_help()),
+    env: options.EnvOrRef = None,
+    ref: options.Ref = None,
+    spec: options.Spec = None,
+    target: options.Target = default_target(),
     out: Path = typer.Option(
         None,
         "--out",
         callback=bounds.text_option(),
         help="Workspace folder (default ./envforge-<env>-<target>).",
     ),
-    levels: str = typer.Option("0-3", "--levels", help="Levels the port must pass."),
+    levels: options.Levels = DEFAULT_LEVELS,
     optimize: bool = typer.Option(
         False,
         "--optimize",
         help="The task is to make a verified port faster: port/ starts as the shipped port "
         "(or --port), with ./bench and ./profile beside ./verify.",
     ),
-    port: str = typer.Option(
-        None,
-        "--port",
-        callback=bounds.text_option(),
-        help="With --optimize: start from this port (a folder or module) instead of the shipped one.",
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+    port: options.CandidatePort = None,
+    as_json: options.Json = False,
 ) -> None:
     """Write a workspace with the porting task for your own coding agent, and a ./verify."""
     env_spec = resolve_spec(env, ref, spec, command="prompt")

@@ -18,8 +18,9 @@ from rich.console import Console
 
 from envforge import bounds
 from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
+from envforge.commands import options
 from envforge.errors import BadInput
-from envforge.levels import parse_levels
+from envforge.levels import DEFAULT_LEVELS, parse_levels
 from envforge.resolve import existing_port, resolve_spec
 from envforge.rules.cases import CaseResult, load_cases, run_cases
 from envforge.rules.draft_agent import class_name, draft_versions
@@ -28,7 +29,7 @@ from envforge.rules.questions import write_questions
 from envforge.rules.text import RulesText
 from envforge.rules.versions import compare, parse_versions
 from envforge.sandbox.driver import open_sandboxed
-from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
+from envforge.sandbox.select import choose_sandbox, open_sandbox
 from envforge.spec import load_spec
 from envforge.verify.context import VerifyOptions
 
@@ -63,9 +64,9 @@ def check_command(
     ),
     cases: Path = typer.Option(None, "--cases", help="Rule cases (default: the env's)."),
     spec: Path = typer.Option(None, "--spec", help="The env.toml (default: the env's)."),
-    port: Path = typer.Option(None, "--port", help="A port folder to check too (sandboxed)."),
-    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    port: options.Port = None,
+    sandbox: options.Sandbox = "auto",
+    as_json: options.Json = False,
 ) -> None:
     """Run rule cases against the reference (and a port). Exit 0 all pass, 1 a case fails."""
     rules_path, cases, spec = _check_inputs(rules, cases, spec)
@@ -112,15 +113,11 @@ def compare_command(
     questions: Path = typer.Option(
         Path("questions.md"), "--questions", help="Where the rule questions go (and .json)."
     ),
-    levels: str = typer.Option("0-3", "--levels", help="Levels to compare at."),
-    scale: float = typer.Option(
-        1.0, "--scale", callback=bounds.option(bounds.SCALE), help="Scale the levels' counts."
-    ),
-    seed: int = typer.Option(
-        0, "--seed", callback=bounds.option(bounds.SEED), help="The verifier's own seed."
-    ),
-    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print the questions as JSON."),
+    levels: options.Levels = DEFAULT_LEVELS,
+    scale: options.Scale = 1.0,
+    seed: options.Seed = 0,
+    sandbox: options.Sandbox = "auto",
+    as_json: options.Json = False,
 ) -> None:
     """Verify versions of a reference against the first; each disagreement is a rule question.
     Exit 0 when all agree, 1 when there are questions."""

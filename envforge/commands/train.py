@@ -14,6 +14,7 @@ from rich.table import Table
 
 from envforge import bounds
 from envforge.backends.recipe import open_driver, port_recipe
+from envforge.commands import options
 from envforge.errors import BadInput
 from envforge.resolve import existing_port, spec_for_port
 from envforge.targets import target_of_port
@@ -46,9 +47,7 @@ def train_command(
         callback=bounds.option(bounds.AT_LEAST_ONE),
         help="Training seeds, vmapped (default: spec [l4]).",
     ),
-    seed: int = typer.Option(
-        0, "--seed", callback=bounds.option(bounds.SEED), help="Random seed of the run."
-    ),
+    seed: options.Seed = 0,
     out: str = typer.Option(
         None, "--out", help="Where to save the policy (default runs/<env>/policy.npz)."
     ),

@@ -17,14 +17,15 @@ from envforge import bounds
 from envforge.agents.loop import AgentLimits
 from envforge.agents.select import ModelOptions
 from envforge.backends.reference_check import build_reference, check_reference
+from envforge.commands import options
 from envforge.commands.init import spec_or_init
 from envforge.cost.prices import price_from_options
 from envforge.errors import BadInput
-from envforge.levels import parse_levels
+from envforge.levels import DEFAULT_LEVELS, parse_levels
 from envforge.preflight import check_translate
 from envforge.resolve import resolve_spec
-from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox, open_sandbox
-from envforge.targets import default_target, target_help
+from envforge.sandbox.select import choose_sandbox, open_sandbox
+from envforge.targets import default_target
 from envforge.translate.job import TranslateJob, TranslateOutcome, run_translate_job
 from envforge.translate.orchestrate import RepairConfig
 from envforge.verify.context import VerifyOptions
@@ -41,10 +42,8 @@ def _budget(text: str) -> Decimal | None:
 
 
 def translate_command(
-    ref: str = typer.Option(
-        ..., "--ref", help="Reference: path/to/env.c, gymnasium:<id>, file.py:Class."
-    ),
-    target: str = typer.Option(default_target(), "--target", help=target_help()),
+    ref: str = typer.Option(..., "--ref", help=options.REF_HELP),
+    target: options.Target = default_target(),
     model: str = typer.Option(
         "claude-sonnet-4-6",
         "--model",
@@ -90,25 +89,13 @@ def translate_command(
         callback=bounds.text_option(),
         help="Agent workspace (default .envforge/runs/<run>).",
     ),
-    spec: str = typer.Option(
-        None, "--spec", help="env.toml to use (default: beside the reference)."
-    ),
-    levels: str = typer.Option("0-3", "--levels", help="Levels the port must pass."),
+    spec: options.Spec = None,
+    levels: options.Levels = DEFAULT_LEVELS,
     l4: bool = typer.Option(
         False, "--l4", help="Also require L4 policy transfer (after L0–L3 pass)."
     ),
-    scale: float = typer.Option(
-        1.0,
-        "--scale",
-        callback=bounds.option(bounds.SCALE),
-        help="Verifier example/episode counts scale.",
-    ),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        callback=bounds.option(bounds.SEED),
-        help="Seed of the verifier's random choices.",
-    ),
+    scale: options.Scale = 1.0,
+    seed: options.Seed = 0,
     job: str = typer.Option(
         None,
         "--job",
@@ -151,11 +138,9 @@ def translate_command(
     record: Path = typer.Option(
         None, "--record", help="Record every model call to this cassette (JSONL)."
     ),
-    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
-    init: bool = typer.Option(
-        False, "--init", help="No spec for --ref yet: draft one first (envforge init)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary at the end."),
+    sandbox: options.Sandbox = "auto",
+    init: options.Init = False,
+    as_json: options.Json = False,
 ) -> None:
     """Port a reference with a coding agent and repair it until the verifier passes it.
 

@@ -12,49 +12,32 @@ from rich.console import Console
 
 from envforge import bounds
 from envforge.backends.reference_check import check_reference, first_line
+from envforge.commands import options
 from envforge.commands.init import spec_or_init
 from envforge.errors import BrokenReference, DriverFailure
 from envforge.init.selfcheck_cache import cached_or_run
-from envforge.levels import parse_levels
+from envforge.levels import DEFAULT_LEVELS, parse_levels
 from envforge.resolve import resolve_port, resolve_spec
-from envforge.sandbox.select import SANDBOX_HELP, choose_sandbox
+from envforge.sandbox.select import choose_sandbox
 from envforge.spec import EnvSpec
-from envforge.targets import default_target, target_help
+from envforge.targets import default_target
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_seed_sweep, verify
 from envforge.workspace.next_prompt import PACKAGE_ROOT, next_repair_prompt
 
 
 def verify_command(
-    env: str = typer.Argument(None, help="Env name (references/<env>), or omit and use --ref."),
-    ref: str = typer.Option(
-        None, "--ref", help="Reference: path/to/env.c, gymnasium:<id>, file.py:Class, node:file.js."
-    ),
-    port: str = typer.Option(
-        None, "--port", help="Port directory or module (default: generated/<env>/jax)."
-    ),
-    spec: str = typer.Option(
-        None, "--spec", help="env.toml to use (default: beside the reference)."
-    ),
-    target: str = typer.Option(
-        default_target(), "--target", help=target_help("Which default port to pick")
-    ),
-    levels: str = typer.Option("0-3", "--levels", help="Levels to run, e.g. 0-3, 1,3 or 4."),
+    env: options.EnvOrRef = None,
+    ref: options.Ref = None,
+    port: options.Port = None,
+    spec: options.Spec = None,
+    target: options.Target = default_target(),
+    levels: options.Levels = DEFAULT_LEVELS,
     all_levels: bool = typer.Option(
         False, "--all-levels", help="Run every level even after a failure."
     ),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        callback=bounds.option(bounds.SEED),
-        help="Seed of the verifier's own random choices.",
-    ),
-    scale: float = typer.Option(
-        1.0,
-        "--scale",
-        callback=bounds.option(bounds.SCALE),
-        help="Scale example/episode counts (0.2 = quick).",
-    ),
+    seed: options.Seed = 0,
+    scale: options.Scale = 1.0,
     strict: bool = typer.Option(
         None, "--strict/--fast", help="Strict float (no FMA) or fast mode; default from spec."
     ),
@@ -79,13 +62,8 @@ def verify_command(
     both_directions: bool = typer.Option(
         False, "--both-directions", help="L4: also train on the reference."
     ),
-    sandbox: str = typer.Option("auto", "--sandbox", help=SANDBOX_HELP),
-    seed_sweep: str = typer.Option(
-        None,
-        "--seed-sweep",
-        help="L1, replicate mode: reset exactly the seeds in [0, N) (N, 2^k, or full = 2^32). "
-        "Default: the spec's (every seed) times --scale, cut to its time budget.",
-    ),
+    sandbox: options.Sandbox = "auto",
+    seed_sweep: options.SeedSweep = None,
     self_check: bool = typer.Option(
         True,
         "--self-check/--no-self-check",
@@ -97,10 +75,8 @@ def verify_command(
         help="Report which reference lines (C: and branches) L1-L3 executed "
         "(default: for C references; costs a gymnasium verify ~13% CPU).",
     ),
-    init: bool = typer.Option(
-        False, "--init", help="No spec for --ref yet: draft one first (envforge init)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    init: options.Init = False,
+    as_json: options.Json = False,
     repair_prompt: bool = typer.Option(
         False,
         "--repair-prompt",
