@@ -26,10 +26,13 @@ from envforge.backends.c_port import port_source, port_spec
 from envforge.backends.c_port_batch import c_batch
 from envforge.bench.c_loop import build_harness
 from envforge.bench.measure import BenchSettings
+from envforge.port_files import list_port
 from envforge.prompts.render import translation_prompt
 from envforge.spec_lookup import spec_for_name
 from envforge.verify.context import VerifyOptions
+from envforge.verify.findings import Finding
 from envforge.verify.runner import verify
+from envforge.workspace.next_prompt import listed_file
 
 PORT = ROOT / "generated" / "blackjack" / "c"
 HEADER = PORT / "blackjack.h"
@@ -143,3 +146,12 @@ def test_the_c_prompt_teaches_the_draw_hook_only_where_step_draws() -> None:
     assert "rng.tape" in context and "jax.random" not in context
     cartpole = translation_prompt(spec_for_name("cartpole"), "c", "port/cartpole.h").context
     assert "_draw" not in cartpole and "void* draws" not in cartpole
+
+
+def test_a_repair_prompt_shows_the_c_header_when_the_finding_names_no_line(tmp_path: Path) -> None:
+    """A C port that does not build (an L0 finding with no port line) gets its header listed
+    in the next repair prompt, not "There is no port yet"."""
+    (tmp_path / "blackjack.h").write_text(HEADER.read_text())
+    finding = Finding(level=0, check="error", message="struct Blackjack: unsupported declarator")
+    listed = listed_file(finding, spec_for_name("blackjack"), list_port(tmp_path))
+    assert listed is not None and listed.name == "blackjack.h"

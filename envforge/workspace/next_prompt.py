@@ -13,7 +13,7 @@ from envforge.levels import EQUIVALENCE_LEVELS
 from envforge.port_files import PortFiles, list_port
 from envforge.prompts import render as prompts
 from envforge.spec import EnvSpec
-from envforge.targets import code_language
+from envforge.targets import code_language, recognised
 from envforge.verify.findings import Finding
 from envforge.verify.verdict import Report, levels_phrase
 
@@ -71,7 +71,7 @@ def levels_text(levels: list[int]) -> str:
 
 def listed_file(finding: Finding, spec: EnvSpec, files: PortFiles) -> Path | None:
     """The port file to show with line numbers: the one the finding's port lines are in, else
-    the port's main file (the JAX module, or the crate's lib.rs). Only a file the host listed
+    the port's main file (the JAX module, the C header, or the crate's lib.rs). Only a file the host listed
     itself in the port folder: a report's file names are the sandboxed side's (or, read back
     from ``.envforge/last-report.json``, anyone's) and are never opened as such."""
     for loc in finding.port_lines:
@@ -79,8 +79,9 @@ def listed_file(finding: Finding, spec: EnvSpec, files: PortFiles) -> Path | Non
         if name is not None:
             return files.root / name
     top = [name for name in files.names if "/" not in name]
-    if len(files.names) == 1 and not files.folders and files.names[0].endswith((".py", ".rs")):
-        return files.root / files.names[0]  # a one-file port
+    one = files.root / files.names[0] if len(files.names) == 1 and not files.folders else None
+    if one is not None and (one.suffix == ".rs" or recognised(one)):
+        return one  # a one-file port (a JAX module, a C header)
     if "Cargo.toml" in top:
         return files.root / "src/lib.rs" if "src/lib.rs" in files.names else None
     for name in (f"{spec.name}.py", "port.py"):
