@@ -202,3 +202,36 @@ def test_two_versions_drafted_by_the_agent_loop_are_priced_and_compared(tmp_path
     assert compared.returncode == 1, compared.stderr[-2000:]
     [question] = json.loads(questions.with_suffix(".json").read_text())
     assert BUST_LINE in question["rules"]
+
+
+def test_a_repair_workspace_starts_from_the_version_and_the_questions(tmp_path: Path) -> None:
+    """`rules draft --from V --questions Q`: one step to the next round's repair (the version's
+    own files and the round's questions, never the other version)."""
+    version = tmp_path / "v2"
+    version.mkdir()
+    shutil.copy(TEN / "v2.py", version / "ten.py")
+    shutil.copy(TEN / "cases.toml", version / "cases.toml")
+    asked = tmp_path / "questions.md"
+    asked.write_text("# Rule questions\n\n1. L8: does a bust end the game?\n")
+    ws = tmp_path / "ws"
+    result = envforge(
+        "rules", "draft", str(TEN / "RULES.md"), "--name", "ten", "--out", str(ws),
+        "--spec", str(TEN / "env.toml"), "--from", str(version), "--questions", str(asked),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (ws / "ten.py").read_text() == (TEN / "v2.py").read_text()
+    assert (ws / "cases.toml").is_file()
+    assert (ws / "QUESTIONS-ASKED.md").read_text() == asked.read_text()
+    task = (ws / "AGENTS.md").read_text()
+    assert "repair your version" in task and "QUESTIONS-ASKED.md" in task
+    assert "v1.py" not in task
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    refused = envforge(
+        "rules", "draft", str(TEN / "RULES.md"), "--name", "ten", "--out", str(tmp_path / "w2"),
+        "--from", str(empty),
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        f"envforge: error: --from {empty}: no ten.py there to start from"
+    ]

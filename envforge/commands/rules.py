@@ -174,6 +174,12 @@ def draft_command(
         "2", "--budget-usd", help="With --model: most all versions together may spend (USD)."
     ),
     ledger: Path = typer.Option(None, "--ledger", help="Cost ledger (as translate's)."),
+    start: Path = typer.Option(
+        None, "--from", help="Repair: start from this version's folder (<name>.py, cases.toml)."
+    ),
+    questions: Path = typer.Option(
+        None, "--questions", help="Repair: the rule questions file of the round that asked."
+    ),
 ) -> None:
     """Draft a version of a reference from the rules text: a workspace for your coding agent,
     or (--model) envforge's own agent loop, --versions times, priced into the ledger."""
@@ -185,7 +191,9 @@ def draft_command(
     if model is None:
         if versions != 1:
             raise BadInput("--versions needs --model (without it, draft one workspace per run)")
-        written = write_draft_workspace(text, name, folder, load_spec(spec) if spec else None, spec)
+        written = write_draft_workspace(
+            text, name, folder, load_spec(spec) if spec else None, spec, start, questions
+        )
         console.print(f"workspace: {written}")
         console.print(
             f"next: cd {folder}, start your agent there; it reads AGENTS.md, runs ./check"
@@ -193,6 +201,8 @@ def draft_command(
         return
     if spec is not None:
         raise BadInput("--spec with --model: v1 drafts the spec the later versions implement")
+    if start is not None or questions is not None:
+        raise BadInput("--from/--questions: a repair workspace is for your own agent (no --model)")
     budget = None if budget_usd.strip().lower() == "none" else _usd(budget_usd)
     outcome = draft_versions(text, name, folder, versions, model, budget, ledger)
     for v in outcome.versions:

@@ -77,16 +77,37 @@ exec {python} -m envforge.cli rules check RULES.md --cases cases.toml --spec env
 """
 
 
+REPAIR = """
+## This round: repair your version
+The workspace starts from your version of an earlier round (`{name}.py`, `cases.toml`). The rules
+text may have new answers under `## Clarifications`; {questions}Change the version so that it
+follows the rules as they now read, add a rule case citing each answer, and keep `./check` passing.
+"""
+QUESTIONS_FILE = "QUESTIONS-ASKED.md"
+
+
 def class_name(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_")) or "Env"
 
 
 def write_draft_workspace(
-    rules: RulesText, name: str, folder: Path, spec: EnvSpec | None, spec_path: Path | None
+    rules: RulesText,
+    name: str,
+    folder: Path,
+    spec: EnvSpec | None,
+    spec_path: Path | None,
+    start: Path | None = None,
+    questions: Path | None = None,
 ) -> Path:
-    """Write the workspace; refuse a folder that already has files in it."""
+    """Write the workspace; refuse a folder that already has files in it. ``start``: a
+    version's folder to repair (its ``<name>.py`` and ``cases.toml`` are copied in);
+    ``questions``: the rule questions of the round that asked (copied in for the agent)."""
     if folder.exists() and any(folder.iterdir()):
         raise BadInput(f"workspace folder {folder} is not empty")
+    if start is not None and not (start / f"{name}.py").is_file():
+        raise BadInput(f"--from {start}: no {name}.py there to start from")
+    if questions is not None and not questions.is_file():
+        raise BadInput(f"--questions {questions}: not a file")
     folder.mkdir(parents=True, exist_ok=True)
     cls = class_name(name)
     shutil.copyfile(rules.path, folder / "RULES.md")
@@ -98,6 +119,16 @@ def write_draft_workspace(
         spec_part = WITH_SPEC
     else:
         spec_part = WITHOUT_SPEC.format(name=name, cls=cls)
+    if start is not None:
+        for part in (f"{name}.py", "cases.toml"):
+            if (start / part).is_file():
+                shutil.copyfile(start / part, folder / part)
+        asked = (
+            f"`{QUESTIONS_FILE}` holds the rule questions this round asked. " if questions else ""
+        )
+        spec_part += REPAIR.format(name=name, questions=asked)
+    if questions is not None:
+        shutil.copyfile(questions, folder / QUESTIONS_FILE)
     task = TASK.format(name=name, cls=cls, spec_part=spec_part, numbered=rules.numbered())
     for task_file in TASK_FILES:
         (folder / task_file).write_text(task)
