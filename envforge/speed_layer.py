@@ -206,6 +206,26 @@ def training_draws(key: jax.Array, log_size: int = 1) -> Any:
     return HashDraws(seed, jnp.uint32(0))
 
 
+_ADVANCE = (np.uint32(0x68E31DA4), np.uint32(0xB5297A4D))
+
+
+def split(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(key to keep, key to use)`` for a port's training generator, as ``jax.random.split``.
+    On: the key to use is ``key`` itself (:func:`training_draws` and :func:`permutation` hash
+    it) and the key to keep is ``key`` hashed, a few integer operations where threefry runs 20
+    rounds; off: ``jax.random.split(key)``. Use each key once."""
+    if not enabled():
+        kept, sub = jax.random.split(key)
+        return kept, sub
+    typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+    data = jax.random.key_data(key) if typed else key
+    flat = data.reshape(-1).astype(jnp.uint32)
+    first, last = flat[0], flat[-1]
+    kept = jnp.stack([_mix(first ^ _mix(last ^ _ADVANCE[0])), _mix(last ^ _ADVANCE[1])])
+    kept = kept.reshape(data.shape).astype(data.dtype)
+    return (jax.random.wrap_key_data(kept) if typed else kept), key
+
+
 def permutation(key: jax.Array, n: int) -> jax.Array:
     """A uniformly random permutation of ``range(n)``: one sort of ``n`` hashed keys with the
     index in their low bits (two keys tie in their high bits with probability about

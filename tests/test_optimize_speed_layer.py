@@ -39,3 +39,26 @@ def test_permutation_is_a_permutation_and_off_is_jax_random_permutation() -> Non
     with speed_layer.switched(False):
         off = speed_layer.permutation(keys[3], 108)
     assert np.array_equal(off, jax.random.permutation(keys[3], 108))
+
+
+def test_split_keeps_a_new_key_and_switches_off_to_jax_random_split() -> None:
+    """The speed layer's split (Blackjack, Taxi, FrozenLake and Leduc training steps): the key
+    to use is the key itself, the key kept a hash of it; 4096 envs seeded 0..4095 stepped 64
+    times never meet the same key; off it is ``jax.random.split``."""
+    import jax.numpy as jnp
+
+    key = jax.random.PRNGKey(7)
+    kept, sub = speed_layer.split(key)
+    assert np.array_equal(sub, key) and not np.array_equal(kept, key) and kept.dtype == key.dtype
+
+    def advance(keys: jax.Array, _: None) -> tuple[jax.Array, jax.Array]:
+        kept, _ = jax.vmap(speed_layer.split)(keys)
+        return kept, kept
+
+    seeds = jax.vmap(jax.random.PRNGKey)(jnp.arange(4096, dtype=jnp.uint32))
+    _, keys = jax.lax.scan(advance, seeds, None, length=64)
+    flat = np.asarray(keys).reshape(-1, 2)
+    assert len(np.unique(flat, axis=0)) == len(flat)
+    with speed_layer.switched(False):
+        off = speed_layer.split(key)
+    assert all(np.array_equal(a, b) for a, b in zip(off, jax.random.split(key), strict=True))

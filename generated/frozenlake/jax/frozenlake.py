@@ -9,7 +9,8 @@ float64 as the reference's ``np.cumsum``. From a hole or the goal the agent stay
 TimeLimit wrapper's, from ``time``.
 
 Randomness comes through ``envforge.kit.Draws``: ``step`` (training) draws from the
-key kept in the state, ``step_with_draws`` from whatever ``Draws`` it is given (the verifier's
+key kept in the state (through the speed layer's hashed draws, or ``Draws.from_key`` with the
+layer off), ``step_with_draws`` from whatever ``Draws`` it is given (the verifier's
 tape of the reference's draws).
 """
 
@@ -21,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envforge.kit import Draws
+from envforge.kit import Draws, speed_layer
 
 # the reference compares a float64 draw with float64 cumulative probabilities
 jax.config.update("jax_enable_x64", True)
@@ -96,9 +97,9 @@ def step(
     state: EnvState, action: jax.Array
 ) -> tuple[EnvState, jax.Array, jax.Array, jax.Array, jax.Array]:
     """Training: the draw comes from the key in the state."""
-    key, sub = jax.random.split(state.key)
+    key, sub = speed_layer.split(state.key)  # speed layer: hashed keys and draws
     new, obs, reward, terminated, truncated, _ = step_with_draws(
-        state, action, Draws.from_key(sub, 1)
+        state, action, speed_layer.training_draws(sub, 1)
     )
     return new._replace(key=key), obs, reward, terminated, truncated
 

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envforge.kit import Draws
+from envforge.kit import Draws, speed_layer
 
 # the reference compares a float64 draw with float64 cumulative probabilities
 jax.config.update("jax_enable_x64", True)
@@ -142,12 +142,15 @@ def reset(seed: jax.Array) -> EnvState:
     """Training resets: a uniform start with the passenger waiting away from the destination,
     fickle with probability 0.3 (the reference's distribution, not its numbers)."""
     key = jax.random.PRNGKey(jnp.asarray(seed).astype(jnp.uint32))
-    key, k_cell, k_pass, k_dest, k_fickle = jax.random.split(key, 5)
-    cell = jax.random.randint(k_cell, (), 0, 25)
-    passenger = jax.random.randint(k_pass, (), 0, 4)
-    dest = (passenger + jax.random.randint(k_dest, (), 1, 4)) % 4
-    s = ((cell * 5 + passenger) * 4 + dest).astype(jnp.int32)
-    fickle = jax.random.uniform(k_fickle) < 0.3
+    key, sub = speed_layer.split(key)  # speed layer: hashed keys and draws
+    draws = speed_layer.training_draws(sub, 4)
+    cell, draws = draws.integers(0, 25)
+    waiting, draws = draws.integers(0, 4)  # where the passenger waits
+    offset, draws = draws.integers(1, 4)
+    dest = (waiting + offset) % 4
+    s = ((cell * 5 + waiting) * 4 + dest).astype(jnp.int32)
+    u, draws = draws.random()
+    fickle = u < 0.3
     return EnvState(s, fickle, jnp.int32(0), key)
 
 
@@ -189,9 +192,9 @@ def step(
     state: EnvState, action: jax.Array
 ) -> tuple[EnvState, jax.Array, jax.Array, jax.Array, jax.Array]:
     """Training: draws come from the key in the state."""
-    key, sub = jax.random.split(state.key)
+    key, sub = speed_layer.split(state.key)  # speed layer: hashed keys and draws
     new, obs, reward, terminated, truncated, _ = step_with_draws(
-        state, action, Draws.from_key(sub, 2)
+        state, action, speed_layer.training_draws(sub, 2)
     )
     return new._replace(key=key), obs, reward, terminated, truncated
 
