@@ -18,7 +18,7 @@ from envforge.errors import SpecError
 from envforge.spec import EnvSpec, load_spec
 from envforge.verify.compare import compare_states, compare_transitions
 from envforge.verify.context import _first_element
-from envforge.verify.level3_rollouts import Tally
+from envforge.verify.episodes import Tally
 from envforge.verify.strategies import field_strategy, sample_states
 
 LOW = [-10.0, -0.5, -0.4, -1.0]

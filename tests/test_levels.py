@@ -46,3 +46,17 @@ def test_the_agent_workspace_lists_the_levels(tmp_path: Path) -> None:
     task = (root / "AGENTS.md").read_text()
     for lv in LEVELS:
         assert f"- {lv.number} {lv.name}: {lv.question}" in task
+
+
+def test_no_level_imports_another_levels_module() -> None:
+    """What two levels share lives in a helper with a plain name (``reachable.py``,
+    ``episodes.py``, ``search.py``), never in one level's module imported by another."""
+    verify = ROOT / "envforge" / "verify"
+    crossing = []
+    for module in sorted(verify.glob("level*.py")):
+        own = re.match(r"level(\d)", module.name)
+        assert own is not None
+        for other in re.findall(r"envforge\.verify\.level(\d)\w*", module.read_text()):
+            if other != own.group(1):
+                crossing.append(f"{module.name} imports level {other}")
+    assert not crossing, crossing

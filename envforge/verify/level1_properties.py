@@ -18,15 +18,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+from hypothesis import Phase, given, seed
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
-from envforge.backends.base import State, batch_size, concat_states, take_state
+from envforge.backends.base import State, batch_size, take_state
 from envforge.errors import BadInput, DriverFailure
 from envforge.stats import ks_test, support_pvalue
 from envforge.verify.context import VerifyContext, reset_mismatch
 from envforge.verify.findings import Finding, to_jsonable
+from envforge.verify.reachable import reachable_states
+from envforge.verify.search import run_search, search_settings
 from envforge.verify.seed_sweep import check_reset_sweep
 from envforge.verify.strategies import (
     action_strategy,
@@ -98,16 +100,7 @@ def check_steps_hypothesis(ctx: VerifyContext, counter: _Counter) -> Finding | N
     driver_error: list[DriverFailure] = []
 
     @seed(ctx.options.seed)
-    @settings(
-        max_examples=ctx.count(spec.verify.l1_examples, 10),
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-        phases=[Phase.generate, Phase.shrink],
-        print_blob=False,
-        verbosity=Verbosity.quiet,  # findings carry the example; stdout may be --json
-        report_multiple_bugs=False,
-    )
+    @search_settings(ctx.count(spec.verify.l1_examples, 10), [Phase.generate, Phase.shrink])
     @given(batch)
     def one_step(rows: list[tuple[dict[str, Any], Any]]) -> None:
         if driver_error:
@@ -127,18 +120,13 @@ def check_steps_hypothesis(ctx: VerifyContext, counter: _Counter) -> Finding | N
             raise AssertionError("step mismatch")
 
     try:
-        one_step()
-    except AssertionError:
-        pass
+        run_search(one_step, AssertionError, lambda: bool(driver_error))
     except Unsatisfiable:  # the spec's valid rule rejected (nearly) every drawn state
         raise BadInput(
             f"{spec.name}: the spec's valid predicate rejected nearly every state drawn in its "
             "ranges (hypothesis found too few to test); narrow the ranges so that valid states "
             "are not rare"
         ) from None
-    except Exception:  # hypothesis' Flaky etc. after a driver died mid-shrink
-        if not driver_error:
-            raise
     if driver_error:
         raise driver_error[0]
     if counter.failures:
@@ -157,31 +145,6 @@ def check_steps_sweep(ctx: VerifyContext, counter: _Counter) -> Finding | None:
         if failure is not None:
             return _step_finding(ctx, failure, "batched sweep")
     return None
-
-
-REACHABLE_ENVS = 64
-REACHABLE_HORIZON = 256
-
-
-def reachable_states(ctx: VerifyContext, rng: np.random.Generator, n: int) -> State:
-    """Up to ``n`` non-terminal states the reference reaches from resets under random actions.
-    Uniform draws rarely land where events happen (a ball meeting a paddle); trajectories do."""
-    spec = ctx.spec
-    seeds = rng.integers(0, 2**32, size=min(REACHABLE_ENVS, n), dtype=np.uint64)
-    state = ctx.ref.reset(seeds.astype(np.uint32))
-    pool: list[State] = []
-    for _ in range(REACHABLE_HORIZON):
-        tr = ctx.ref.step(state, sample_actions(spec, rng, batch_size(state)))
-        alive = ~(tr.terminated | tr.truncated)
-        if not alive.any():
-            break
-        state = take_state(tr.state, alive)
-        pool.append(state)
-    if not pool:
-        return {}
-    states = concat_states(pool)
-    total = batch_size(states)
-    return take_state(states, np.sort(rng.choice(total, size=min(n, total), replace=False)))
 
 
 def check_steps_reachable(ctx: VerifyContext, counter: _Counter) -> Finding | None:
@@ -307,14 +270,6 @@ def _distribution_finding(
         reference_lines=ref_lines,
         port_lines=port_lines,
     )
-
-
-def start_states(ctx: VerifyContext, salt: int, n: int) -> State:
-    """``n`` states for the distribution checks: along the reference's own trajectories, or
-    drawn from the spec's ranges when those end at once."""
-    rng = ctx.rng(salt)
-    states = reachable_states(ctx, rng, n)
-    return states if states else sample_states(ctx.spec, rng, n)
 
 
 def _run_distributions(ctx: VerifyContext, stats_out: dict[str, Any]) -> LevelResult:

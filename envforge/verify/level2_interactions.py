@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import Phase
 from hypothesis import strategies as st
-from hypothesis.reporting import with_reporter
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
@@ -32,6 +31,8 @@ from envforge.errors import DriverFailure, DriverRaised
 from envforge.verify.compare import compare_states, compare_transitions
 from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding, to_jsonable
+from envforge.verify.reachable import start_states
+from envforge.verify.search import run_search, search_settings
 from envforge.verify.strategies import action_strategy, stack_actions
 from envforge.verify.tape import PairStep, pair_finding, step_pair
 from envforge.verify.verdict import LevelResult
@@ -285,7 +286,6 @@ def _run_distributions(ctx: VerifyContext) -> LevelResult:
     """``[rng] step = "distribution"``: states reached after short action sequences, each side
     drawing afresh, compared as distributions (programs cannot be compared step by step)."""
     from envforge.verify.distribution import check_sequence_distributions
-    from envforge.verify.level1_properties import start_states
 
     states = start_states(ctx, 21, max(1, ctx.spec.rng.states // 2))
     length = min(SEQUENCE_LENGTH, ctx.spec.verify.l2_steps)
@@ -304,27 +304,17 @@ def run(ctx: VerifyContext) -> LevelResult:
         return _run_distributions(ctx)
     record = _Record()
     machine = make_machine(ctx, record)
-    config = settings(
-        max_examples=ctx.count(ctx.spec.verify.l2_examples, 5),
+    config = search_settings(
+        ctx.count(ctx.spec.verify.l2_examples, 5),
+        [Phase.generate, Phase.shrink],
         stateful_step_count=ctx.spec.verify.l2_steps,
-        deadline=None,
-        database=None,
         derandomize=True,
-        suppress_health_check=list(HealthCheck),
-        phases=[Phase.generate, Phase.shrink],
-        print_blob=False,
-        verbosity=Verbosity.quiet,  # findings carry the example; stdout may be --json
-        report_multiple_bugs=False,
     )
-    try:
-        # hypothesis reports some replays by printing, whatever the verbosity; stdout may be --json
-        with with_reporter(lambda text: None):
-            run_state_machine_as_test(machine, settings=config)
-    except _Divergence:
-        pass
-    except Exception:  # Flaky after a driver died mid-shrink, or after the shrink budget
-        if record.driver_error is None and not record.shrink_stopped():
-            raise
+    run_search(
+        lambda: run_state_machine_as_test(machine, settings=config),
+        _Divergence,
+        lambda: record.driver_error is not None or record.shrink_stopped(),
+    )
     if record.finding is not None and record.shrink_stopped():
         record.finding.detail = record.finding.detail.replace(
             "shrunk program:", f"program (shrinking stopped after {SHRINK_BUDGET_CALLS} calls):", 1

@@ -19,8 +19,8 @@ from envforge.train.evaluate import EpisodeStats
 from envforge.train.policy import Policy
 from envforge.train.ppo import TrainResult
 from envforge.verify.context import VerifyContext
+from envforge.verify.episodes import Tally, compared_episodes
 from envforge.verify.findings import Finding
-from envforge.verify.level3_rollouts import Tally, compared_episodes
 
 LEVEL = 4
 

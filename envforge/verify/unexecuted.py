@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings, target
+from hypothesis import Phase, given, seed, target
 from hypothesis import strategies as st
 
 from envforge.backends.base import State
 from envforge.coverage.lines import LineCoverage
 from envforge.errors import DriverFailure
 from envforge.verify.context import VerifyContext
+from envforge.verify.search import run_search, search_settings
 from envforge.verify.strategies import action_strategy, stack_actions, stack_states, state_strategy
 
 SEARCH_EXAMPLES = 40
@@ -71,15 +72,7 @@ def search_unexecuted(ctx: VerifyContext, step: Callable[[State, np.ndarray], An
     )
 
     @seed(ctx.options.seed + 17)
-    @settings(
-        max_examples=ctx.count(SEARCH_EXAMPLES, 5),
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-        phases=[Phase.generate, Phase.target],
-        verbosity=Verbosity.quiet,
-        report_multiple_bugs=False,
-    )
+    @search_settings(ctx.count(SEARCH_EXAMPLES, 5), [Phase.generate, Phase.target])
     @given(batch)
     def reach(rows: list[tuple[dict[str, Any], Any]]) -> None:
         if not missing or result.failure is not None or errors:
@@ -99,7 +92,7 @@ def search_unexecuted(ctx: VerifyContext, step: Callable[[State, np.ndarray], An
         target(float(len(reached)), label="reference lines newly executed")
 
     errors: list[DriverFailure] = []
-    reach()
+    run_search(reach, (), lambda: bool(errors))
     if errors:
         raise errors[0]
     return result
