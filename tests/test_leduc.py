@@ -122,3 +122,28 @@ def test_port_passes_l0_to_l3_at_full_scale() -> None:
 def test_l4_policies_trained_on_the_port_transfer_to_the_reference() -> None:
     level = verify(load_spec(SPEC), PORT.parent, [4], VerifyOptions(isolate=False)).levels[0]
     assert level.status == "pass", level.summary
+
+
+@pytest.mark.parametrize("layer", [True, pytest.param(False, marks=pytest.mark.slow)])
+def test_port_resets_deal_the_openings_the_reference_keeps(layer: bool) -> None:
+    """The reference deals again while the opponent folds before the agent's first action; the
+    port draws from the kept deals directly (issue 36): the agent the small blind 3/5 of the
+    time, the opponent's opening call 1/5 and raise 1/5, never over, the 30 hand pairs
+    uniform. With the speed layer on (hashed draws) and off (threefry)."""
+    import jax
+    import jax.numpy as jnp
+
+    from envforge import speed_layer
+    from envforge.backends.jax import load_module
+
+    port = load_module(PORT)
+    with speed_layer.switched(layer):
+        states = jax.jit(jax.vmap(port.reset))(jnp.arange(30_000, dtype=jnp.uint32))
+        assert not np.asarray(jax.vmap(port.is_over)(states)).any()
+    raised = np.asarray(states.raised)
+    shares = [
+        np.mean((raised[:, 0] == a) & (raised[:, 1] == b)) for a, b in ((1, 2), (2, 2), (2, 4))
+    ]
+    assert np.allclose(shares, [0.6, 0.2, 0.2], atol=0.015), shares
+    pairs = np.unique(np.asarray(states.hands), axis=0, return_counts=True)[1]
+    assert len(pairs) == 30 and pairs.min() > 800 and pairs.max() < 1200, pairs

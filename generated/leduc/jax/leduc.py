@@ -19,7 +19,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from envforge.kit import Draws
+from envforge.kit import Draws, speed_layer
 
 CALL, RAISE, FOLD, CHECK = 0, 1, 2, 3
 NO_CARD = -1
@@ -151,11 +151,19 @@ def step_with_draws(
 
 
 def _deal(key: jax.Array) -> EnvState:
-    """A shuffled deck, a card each, the blinds (the small blind, who acts first, chosen at
-    random), and the opponent's first action if it is first."""
-    key, deal, blind, first = jax.random.split(key, 4)
-    deck = jax.random.permutation(deal, DECK).astype(jnp.int32)
-    small = jax.random.randint(blind, (), 0, 2)
+    """A shuffled deck, a card each, the blinds and, when the opponent is the small blind (it
+    acts first), its first action.
+
+    The reference deals again while the opponent folds before the agent's first action. The
+    cards do not decide that, so this draws the opening directly from the ones it keeps: of
+    the six equally likely openings (the agent the small blind: three; the opponent the small
+    blind and its call, raise or fold among its legal actions: one each), the five without
+    the fold."""
+    key, deal = speed_layer.split(key)  # speed layer: hashed keys, draws and shuffle
+    key, sub = speed_layer.split(key)
+    deck = speed_layer.permutation(deal, DECK).astype(jnp.int32)
+    opening, _ = speed_layer.training_draws(sub, 1).integers(0, 5)
+    small = jnp.where(opening >= 3, 1, 0)
     state = EnvState(
         deck=jnp.full(DECK, NO_CARD, jnp.int32).at[:4].set(deck[:4]),
         hands=deck[4:][::-1],  # dealt from the end: the agent first
@@ -168,24 +176,22 @@ def _deal(key: jax.Array) -> EnvState:
         folded=jnp.int32(-1),
         key=key,
     )
-    opened, _ = _opponent(state, Draws.from_key(first, OPPONENT_DRAWS))
+    opened = _act(state, jnp.int32(1), jnp.where(opening == 4, RAISE, CALL))
     return jax.tree_util.tree_map(lambda a, b: jnp.where(small == 1, a, b), opened, state)
 
 
 def reset(seed: jax.Array) -> EnvState:
-    """Training resets from the port's own key; dealt again while the opponent folds before
-    the agent's first action (the reference's adapter does the same)."""
-    state = _deal(jax.random.PRNGKey(jnp.asarray(seed).astype(jnp.uint32)))
-    return jax.lax.while_loop(is_over, lambda s: _deal(s.key), state)
+    """Training resets from the port's own key (a deal the reference's adapter keeps)."""
+    return _deal(jax.random.PRNGKey(jnp.asarray(seed).astype(jnp.uint32)))
 
 
 def step(
     state: EnvState, action: jax.Array
 ) -> tuple[EnvState, jax.Array, jax.Array, jax.Array, jax.Array]:
     """Training: the opponent draws from the key in the state."""
-    key, sub = jax.random.split(state.key)
+    key, sub = speed_layer.split(state.key)  # speed layer: hashed keys and draws
     new, obs, reward, terminated, truncated, _ = step_with_draws(
-        state, action, Draws.from_key(sub, OPPONENT_DRAWS)
+        state, action, speed_layer.training_draws(sub, OPPONENT_DRAWS)
     )
     return new._replace(key=key), obs, reward, terminated, truncated
 
