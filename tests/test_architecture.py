@@ -278,3 +278,55 @@ def test_no_target_name_tests_outside_the_registry(tmp_path: Path) -> None:
         "envforge/a.py: kind == 'rust'",
         "envforge/a.py: t in ('jax', 'other')",
     ]
+
+
+LAYERS: tuple[tuple[str, str], ...] = (
+    (
+        "neutral",
+        "errors messages stats rust_crates owned_names untrusted_files port_files made_by "
+        "cache cc expr xla_cpu input_files bounds levels",
+    ),
+    ("port kit", "rng speed_layer kit targets"),
+    ("spec", "spec_sections spec spec_lookup"),
+    ("drivers", "coverage digest native backends preflight train resolve"),
+    ("envforge.make", "envs envforge"),
+    ("sandbox", "sandbox"),
+    ("verifier", "verify"),
+    ("over the verifier", "bench mutate prompts cost agents rules"),
+    ("workflows", "translate init batch workspace mcp"),
+    ("commands", "commands cli"),
+)
+"""The packages (and top-level modules) from the bottom layer up: a package imports only from
+its own layer and those below (docs/ARCHITECTURE.md, "The layers")."""
+
+
+def layer_violations(
+    edges: dict[tuple[str, str], list[str]], layers: tuple[tuple[str, str], ...]
+) -> list[str]:
+    """Each import that goes up a layer, and each package no layer names."""
+    rank = {package: i for i, (_, members) in enumerate(layers) for package in members.split()}
+    names = [name for name, _ in layers]
+    found = sorted({p for edge in edges for p in edge} - set(rank))
+    problems = [f"{p}: in no layer (add it to LAYERS)" for p in found]
+    for (source, imported), where in sorted(edges.items()):
+        if source in rank and imported in rank and rank[imported] > rank[source]:
+            problems.append(
+                f"{source} ({names[rank[source]]}) imports {imported} "
+                f"({names[rank[imported]]}, a layer up) at {', '.join(where)}"
+            )
+    return problems
+
+
+def test_imports_never_go_up_a_layer(tmp_path: Path) -> None:
+    assert layer_violations(package_imports(PACKAGE), LAYERS) == []
+    # the check itself: a neutral module importing a command, and a package in no layer
+    pkg = tmp_path / "envforge"
+    (pkg / "commands").mkdir(parents=True)
+    (pkg / "commands" / "__init__.py").write_text("")
+    (pkg / "commands" / "run.py").write_text("from envforge.errors import E\n")
+    (pkg / "errors.py").write_text("from envforge.commands.run import main\n")
+    (pkg / "extra.py").write_text("from envforge import errors\n")
+    assert layer_violations(package_imports(pkg), LAYERS) == [
+        "extra: in no layer (add it to LAYERS)",
+        "errors (neutral) imports commands (commands, a layer up) at envforge/errors.py:1",
+    ]
