@@ -25,7 +25,8 @@ and its children (node), all threads, so it is little disturbed by other load. T
     JAX_PLATFORMS=cpu python benchmarks/train_speed.py --env uno --env pong:rust --no-write
     JAX_PLATFORMS=cpu python benchmarks/train_speed.py --env cartpole --updates 2 --ref-updates 2
 
-Writes ``docs/bench/train-<env>.json`` (``benchmarks/regenerate_docs.py`` renders them as the
+Writes ``docs/bench/train-<env>.json`` (``train-<env>-<envs>x<steps>.json`` with ``--num-envs`` or
+``--num-steps``; ``benchmarks/regenerate_docs.py`` renders them all as the
 "Training speed (PPO)" table of docs/BENCHMARKS.md) and prints the table.
 """
 
@@ -152,7 +153,7 @@ def train_port(
     port = default_port(spec, target)
     if get_target(target).python_module:  # a JAX port: fused
         module = load_port(port, spec.name)
-        out = side(train_fused(module, spec, cfg), 0.0, f"jax port ({port.name})", "fused JAX")
+        out = side(train_fused(module, spec, cfg), 0.0, f"{target} port", "fused JAX")
         if rollout:
             rate = rollout_rate(module, spec, cfg, 1, cfg.num_steps * 8)
             out["rollout_steps_per_s"] = round(rate, 1)
@@ -267,7 +268,11 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_write:
             out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
-            (out / f"train-{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+            ppo = result["ppo"]  # the spec's batch: train-<env>.json; another: a file of its own
+            batch = (
+                f"-{ppo['num_envs']}x{ppo['num_steps']}" if args.num_envs or args.num_steps else ""
+            )
+            (out / f"train-{name}{batch}.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"CPU: {cpu}, {os.cpu_count()} cores")
     print("\n".join(training_table(results)))
     return 0

@@ -6,6 +6,8 @@ the docs render, never how fast anything is (speed is only ever printed by bench
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -36,7 +38,7 @@ def check_result(result: dict[str, Any], env: str, target: str) -> None:
 
 def test_train_speed_measures_a_rust_port_and_its_reference(tmp_path: Path) -> None:
     assert script().main(["--env", "blackjack:rust", *TINY, "--out", str(tmp_path)]) == 0
-    result = json.loads((tmp_path / "train-blackjack.json").read_text())
+    result = json.loads((tmp_path / "train-blackjack-2x4.json").read_text())
     check_result(result, "blackjack", "rust")
     assert result["port"]["trainer"] == result["reference_side"]["trainer"] == "host loop"
     assert result["target_x"] == 10.0  # the target for an env the network may dominate
@@ -48,6 +50,20 @@ def test_train_speed_measures_a_rust_port_and_its_reference(tmp_path: Path) -> N
 @pytest.mark.slow  # the fused trainer's compilation: ~30 s on a loaded 2-core machine
 def test_train_speed_trains_a_jax_port_fused(tmp_path: Path) -> None:
     assert script().main(["--env", "cartpole", *TINY, "--no-rollout", "--out", str(tmp_path)]) == 0
-    result = json.loads((tmp_path / "train-cartpole.json").read_text())
+    result = json.loads((tmp_path / "train-cartpole-2x4.json").read_text())
     check_result(result, "cartpole", "jax")
     assert result["port"]["trainer"] == "fused JAX" and result["target_x"] == 50.0
+
+
+def test_benchmarks_md_renders_the_training_table(tmp_path: Path) -> None:
+    out = tmp_path / "BENCHMARKS.md"
+    subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/regenerate_docs.py"), "--envs", "pong"]
+        + ["--from-json", "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    text = out.read_text()
+    assert "## Training speed (PPO)" in text  # from the committed docs/bench/train-*.json
+    for result in load_results(ROOT / "docs" / "bench"):
+        assert f"| {result['env']} | " in text.split("## Training speed (PPO)")[1]
