@@ -1,12 +1,17 @@
 """Level 2 — interactions: do event orders and episode boundaries agree over whole programs?
 
-A hypothesis state machine drives both drivers with the same rules: resets with drawn seeds,
-single steps, long runs of one action, and short action sequences. After every rule the
-invariant compares canonical state, reward and flags. Stepping a finished episode is not a
-rule (episode boundaries are the verifier's): after ``terminated``/``truncated`` only a reset
-may follow. In exact mode both sides run free; in tolerance mode the port is re-synced to the
-reference after each compared step so float drift does not accumulate. A failure shrinks to a
-minimal program, which goes into the Finding.
+A hypothesis state machine (:class:`Interactions`) drives both drivers with the same rules:
+resets with drawn seeds, single steps, long runs of one action, and short action sequences.
+There is no separate invariant: every reset and every step inside a rule is compared as it
+happens (canonical state, observation, reward and flags, through ``tape.step_pair`` or one
+batched comparison of a whole run), and the first difference ends the program. Stepping a
+finished episode is not a rule (episode boundaries are the verifier's): after
+``terminated``/``truncated`` only a reset may follow. In exact mode both sides run free; in
+tolerance mode the port is re-synced to the reference after each compared step so float drift
+does not accumulate. A failure shrinks to a minimal program, which goes into the Finding (a
+shrink that would replay over ``SHRINK_BUDGET_CALLS`` more calls keeps the smallest so far).
+In distribution mode (``[rng] step = "distribution"``) programs cannot be compared step by
+step: states after short sequences are compared as distributions instead.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from hypothesis.stateful import (
 
 from envforge.backends.base import State, Transition, concat_states
 from envforge.errors import DriverFailure, DriverRaised
-from envforge.verify.compare import compare_states, compare_transitions
+from envforge.spec import EnvSpec
+from envforge.verify.compare import Diff, compare_states, compare_transitions
 from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.reachable import start_states
@@ -68,203 +74,223 @@ class _Record:
         )
 
 
-def make_machine(ctx: VerifyContext, record: _Record) -> type[RuleBasedStateMachine]:
-    spec = ctx.spec
-    actions = action_strategy(spec)
-    exact = spec.compare.mode == "exact"
+ACTION = st.runner().flatmap(lambda machine: machine.actions)
+"""One action, drawn from the spec's action space of the machine that runs the program."""
+ACTIONS = st.runner().flatmap(lambda machine: st.lists(machine.actions, min_size=2, max_size=40))
 
-    class Interactions(RuleBasedStateMachine):
-        def __init__(self) -> None:
-            super().__init__()
-            self.program: list[str] = []
-            self.seed = 0
-            self.history: list[Any] = []
-            self.ref_state: State = {}
-            self.port_state: State = {}
-            self.done = True
-            record.programs += 1
 
-        # ---- helpers ----------------------------------------------------------------------
-        def _guard(self, fn: Any, *args: Any) -> Any:
-            if record.driver_error is not None:
-                raise _Divergence("driver already failed")
-            try:
-                return fn(*args)
-            except DriverFailure as e:
-                self._driver_failed(e)
+class Interactions(RuleBasedStateMachine):
+    """Both drivers under one program of rules: ``start``/``reset`` (a drawn seed), ``step``
+    (one action), ``run`` (one action n times), ``sequence`` (2 to 40 actions). Every step is
+    compared as it happens; the first difference is the level's finding (the program so far,
+    shrunk by hypothesis). After ``terminated``/``truncated`` only a reset may follow.
 
-        def _driver_failed(self, e: DriverFailure) -> NoReturn:
-            """Keep the failure for the level's error finding; this program stops here."""
-            e.actions = list(self.history)
-            e.state_before = (
-                to_jsonable({k: v[0] for k, v in self.ref_state.items()})
-                if self.ref_state
-                else None
-            )
-            record.driver_error = e
-            raise _Divergence(str(e)) from None
+    State kept between rules: both sides' current states (the port's is the reference's again
+    after every compared step in tolerance mode), the seed of the last reset, the actions
+    since it (the finding's history), and the program text.
+    """
 
-        def _fail(self, check: str, message: str, pair: PairStep, before: State | None) -> None:
-            finding = pair_finding(
-                ctx,
-                2,
-                check,
-                message,
-                pair,
-                0,
-                before,
-                seed=self.seed,
-                step=len(self.history),
-                actions=list(self.history),
-            )
-            finding.detail = "shrunk program:\n" + "\n".join(self.program)
-            record.finding = finding
-            if record.first_failure is None:
-                record.first_failure = record.calls
-            raise _Divergence(finding.message)
+    def __init__(self, ctx: VerifyContext, record: _Record, actions: st.SearchStrategy) -> None:
+        super().__init__()
+        self.ctx, self.spec, self.record = ctx, ctx.spec, record
+        self.actions = actions
+        self.exact = ctx.spec.compare.mode == "exact"
+        self.program: list[str] = []
+        self.seed = 0
+        self.history: list[Any] = []
+        self.ref_state: State = {}
+        self.port_state: State = {}
+        self.done = True
+        record.programs += 1
 
-        def _reset(self, seed: int) -> None:
-            if record.shrink_stopped():
-                return
-            record.calls += 1
-            self.program.append(f"reset(seed={seed})")
-            self.seed, self.history, self.done = seed, [], False
-            seeds = np.array([seed], dtype=np.uint32)
-            ref = self._guard(ctx.ref.reset, seeds)
-            if spec.rng.mode == "sync":
-                self.ref_state, self.port_state = ref, ref  # inject the reference's reset state
-                return
-            port = self._guard(ctx.port.reset, seeds)
-            diff = compare_states(spec, ref, port)
-            if diff.mismatch.any():
-                empty = np.zeros(1)
-                tr_ref = Transition(
-                    ref,
-                    np.zeros((1, *spec.observation.shape)),
-                    empty,
-                    empty.astype(bool),
-                    empty.astype(bool),
-                )
-                tr_port = Transition(port, tr_ref.obs, empty, tr_ref.terminated, tr_ref.truncated)
-                pair = PairStep(tr_ref, tr_port, diff)
-                self._fail("reset.mismatch", "reset(seed) differs in {fields}", pair, None)
-            self.ref_state, self.port_state = ref, port
+    # ---- the rules --------------------------------------------------------------------------
+    @initialize(seed=SEEDS)
+    def start(self, seed: int) -> None:
+        self.reset_both(seed)
 
-        def _step(self, action: Any) -> None:
-            if record.shrink_stopped():
-                return
-            record.calls += 1
-            act = stack_actions(spec, [action])
-            self.history.append(to_jsonable(act[0]))
-            start = time.perf_counter()
-            # the salt makes a repeated state draw afresh; a replayed program draws the same
-            salt = (self.seed << 20) + len(self.history)
-            pair = self._guard(step_pair, ctx, self.ref_state, self.port_state, act, salt)
-            record.seconds += time.perf_counter() - start
-            record.steps += 1
-            if pair.ref_draws is not None:
-                record.draws += int(min(pair.ref_draws.count[0], pair.ref_draws.size))
-            self._compared(pair, self.ref_state)
+    @rule(seed=SEEDS)
+    def reset(self, seed: int) -> None:
+        self.reset_both(seed)
 
-        def _steps(self, actions: list[Any]) -> None:
-            """Step through ``actions`` until the episode ends, compared after every step.
+    @precondition(lambda self: not self.done)
+    @rule(action=ACTION)
+    def step(self, action: Any) -> None:
+        self.program.append(f"step({to_jsonable(action)})")
+        self.step_both(action)
 
-            Without an RNG tape each side takes the whole run in one driver call
-            (``Driver.step_sequence``) and the steps are then compared one by one exactly as
-            :meth:`_step` would: same history, counts, shrink budget and finding. A side that
-            raises partway is stepped again one call per step, so a divergence before the
-            raise is still what gets reported."""
-            if spec.rng.step == "tape" or len(actions) < 2:
-                for action in actions:
-                    if self.done or record.shrink_stopped():
-                        break
-                    self._step(action)
-                return
-            if self.done or record.shrink_stopped():
-                return
-            if record.driver_error is not None:
-                raise _Divergence("driver already failed")
-            acts = stack_actions(spec, actions)
-            start = time.perf_counter()
-            try:
-                ref_trs = ctx.ref.step_sequence(self.ref_state, acts[:, None], True)
-                k = len(ref_trs)
-                if exact:  # the port runs free from its own state
-                    port_trs = ctx.port.step_sequence(self.port_state, acts[:k, None])
-                else:  # re-synced: each step from the reference's state before it, in one batch
-                    befores = [self.port_state] + [tr.state for tr in ref_trs[:-1]]
-                    batch = ctx.port.step(concat_states(befores), acts[:k])
-                    port_trs = [batch.take(slice(t, t + 1)) for t in range(k)]
-            except DriverRaised:
-                record.seconds += time.perf_counter() - start
-                for action in actions:
-                    if self.done or record.shrink_stopped():
-                        break
-                    self._step(action)
-                return
-            except DriverFailure as e:
-                self._driver_failed(e)
-            record.seconds += time.perf_counter() - start
-            # compared as one batch of k rows (the comparison is row by row), then walked
+    @precondition(lambda self: not self.done)
+    @rule(action=ACTION, n=st.integers(2, 200))
+    def run(self, action: Any, n: int) -> None:
+        self.program.append(f"run({to_jsonable(action)}, n={n})")
+        self.step_through([action] * n)
+
+    @precondition(lambda self: not self.done)
+    @rule(sequence=ACTIONS)
+    def sequence(self, sequence: list[Any]) -> None:
+        self.program.append(f"sequence({[to_jsonable(a) for a in sequence]})")
+        self.step_through(sequence)
+
+    # ---- how a rule drives both sides -------------------------------------------------------
+    def reset_both(self, seed: int) -> None:
+        """Reset both sides with ``seed``; their states must agree (sync mode: the port gets
+        the reference's)."""
+        if self.record.shrink_stopped():
+            return
+        self.record.calls += 1
+        self.program.append(f"reset(seed={seed})")
+        self.seed, self.history, self.done = seed, [], False
+        seeds = np.array([seed], dtype=np.uint32)
+        ref = self.guard(self.ctx.ref.reset, seeds)
+        if self.spec.rng.mode == "sync":
+            self.ref_state, self.port_state = ref, ref  # inject the reference's reset state
+            return
+        port = self.guard(self.ctx.port.reset, seeds)
+        diff = compare_states(self.spec, ref, port)
+        if diff.mismatch.any():
+            pair = _reset_pair(self.spec, ref, port, diff)
+            self.fail("reset.mismatch", "reset(seed) differs in {fields}", pair, None)
+        self.ref_state, self.port_state = ref, port
+
+    def step_both(self, action: Any) -> None:
+        """One step on both sides (under a tape with the same draws), compared."""
+        if self.record.shrink_stopped():
+            return
+        self.record.calls += 1
+        act = stack_actions(self.spec, [action])
+        self.history.append(to_jsonable(act[0]))
+        start = time.perf_counter()
+        # the salt makes a repeated state draw afresh; a replayed program draws the same
+        salt = (self.seed << 20) + len(self.history)
+        pair = self.guard(step_pair, self.ctx, self.ref_state, self.port_state, act, salt)
+        self.record.seconds += time.perf_counter() - start
+        self.record.steps += 1
+        if pair.ref_draws is not None:
+            self.record.draws += int(min(pair.ref_draws.count[0], pair.ref_draws.size))
+        self.compared(pair, self.ref_state)
+
+    def step_through(self, actions: list[Any]) -> None:
+        """Step through ``actions`` until the episode ends, compared after every step.
+
+        Without an RNG tape each side takes the whole run in one driver call
+        (:meth:`run_whole`); the steps are then compared one by one exactly as
+        :meth:`step_both` would. A side that raises partway is stepped again one call per
+        step, so a divergence before the raise is still what gets reported."""
+        if self.done or self.record.shrink_stopped():
+            return
+        if self.spec.rng.step == "tape" or len(actions) < 2 or not self.run_whole(actions):
+            for action in actions:
+                if self.done or self.record.shrink_stopped():
+                    break
+                self.step_both(action)
+
+    def run_whole(self, actions: list[Any]) -> bool:
+        """Both sides step ``actions`` in one call each (the port from the reference's states
+        in tolerance mode), then the steps are walked; False when a side raised."""
+        if self.record.driver_error is not None:
+            raise _Divergence("driver already failed")
+        acts = stack_actions(self.spec, actions)
+        start = time.perf_counter()
+        try:
+            ref_trs = self.ctx.ref.step_sequence(self.ref_state, acts[:, None], True)
+            k = len(ref_trs)
             befores = [self.ref_state] + [tr.state for tr in ref_trs[:-1]]
-            bad = compare_transitions(
-                spec, _stack(ref_trs), _stack(port_trs), concat_states(befores), acts[:k]
-            ).mismatch
-            for t in range(k):
-                if record.shrink_stopped():
-                    return
-                record.calls += 1
-                self.history.append(to_jsonable(acts[t]))
-                record.steps += 1
-                ref, port = ref_trs[t], port_trs[t]
-                if bad[t]:  # the single step's own comparison makes the finding
-                    diff = compare_transitions(spec, ref, port, befores[t], acts[t : t + 1])
-                    self._compared(PairStep(ref, port, diff), befores[t])
-                self.ref_state = ref.state
-                self.port_state = port.state if exact else ref.state
-                self.done = bool(ref.terminated[0] or ref.truncated[0])
+            if self.exact:  # the port runs free from its own state
+                port_trs = self.ctx.port.step_sequence(self.port_state, acts[:k, None])
+            else:  # re-synced: each step from the reference's state before it, in one batch
+                starts = [self.port_state, *befores[1:]]
+                batch = self.ctx.port.step(concat_states(starts), acts[:k])
+                port_trs = [batch.take(slice(t, t + 1)) for t in range(k)]
+        except DriverRaised:
+            self.record.seconds += time.perf_counter() - start
+            return False
+        except DriverFailure as e:
+            self.driver_failed(e)
+        self.record.seconds += time.perf_counter() - start
+        self.walk(acts[:k], ref_trs, port_trs, befores)
+        return True
 
-        def _compared(self, pair: PairStep, before: State) -> None:
-            """After one compared step: a finding, or both sides move on."""
-            if pair.mismatch.any():
-                self._fail(
-                    "sequence.mismatch",
-                    "after this program the sides differ in {fields}",
-                    pair,
-                    before,
-                )
-            self.ref_state = pair.ref.state
-            self.port_state = pair.port.state if exact else pair.ref.state  # re-sync (tolerance)
-            self.done = bool(pair.ref.terminated[0] or pair.ref.truncated[0])
+    def walk(
+        self,
+        acts: np.ndarray,
+        ref_trs: list[Transition],
+        port_trs: list[Transition],
+        befores: list[State],
+    ) -> None:
+        """The steps of a whole run, compared as one batch (row by row), then walked in order
+        so the history, counts, shrink budget and finding are those of single steps."""
+        bad = compare_transitions(
+            self.spec, _stack(ref_trs), _stack(port_trs), concat_states(befores), acts
+        ).mismatch
+        for t, (ref, port) in enumerate(zip(ref_trs, port_trs, strict=True)):
+            if self.record.shrink_stopped():
+                return
+            self.record.calls += 1
+            self.record.steps += 1
+            self.history.append(to_jsonable(acts[t]))
+            if bad[t]:  # the single step's own comparison makes the finding
+                diff = compare_transitions(self.spec, ref, port, befores[t], acts[t : t + 1])
+                self.compared(PairStep(ref, port, diff), befores[t])
+            self.moved_on(ref, port)
 
-        # ---- rules --------------------------------------------------------------------------
-        @initialize(seed=SEEDS)
-        def start(self, seed: int) -> None:
-            self._reset(seed)
+    def compared(self, pair: PairStep, before: State) -> None:
+        """After one compared step: a finding, or both sides move on."""
+        if pair.mismatch.any():
+            message = "after this program the sides differ in {fields}"
+            self.fail("sequence.mismatch", message, pair, before)
+        self.moved_on(pair.ref, pair.port)
 
-        @rule(seed=SEEDS)
-        def reset(self, seed: int) -> None:
-            self._reset(seed)
+    def moved_on(self, ref: Transition, port: Transition) -> None:
+        self.ref_state = ref.state
+        self.port_state = port.state if self.exact else ref.state  # re-sync (tolerance)
+        self.done = bool(ref.terminated[0] or ref.truncated[0])
 
-        @precondition(lambda self: not self.done)
-        @rule(action=actions)
-        def step(self, action: Any) -> None:
-            self.program.append(f"step({to_jsonable(action)})")
-            self._step(action)
+    # ---- how a program ends -----------------------------------------------------------------
+    def guard(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)``, a driver call; a driver failure ends the program."""
+        if self.record.driver_error is not None:
+            raise _Divergence("driver already failed")
+        try:
+            return fn(*args)
+        except DriverFailure as e:
+            self.driver_failed(e)
 
-        @precondition(lambda self: not self.done)
-        @rule(action=actions, n=st.integers(2, 200))
-        def run(self, action: Any, n: int) -> None:
-            self.program.append(f"run({to_jsonable(action)}, n={n})")
-            self._steps([action] * n)
+    def driver_failed(self, e: DriverFailure) -> NoReturn:
+        """Keep the failure for the level's error finding; this program stops here."""
+        e.actions = list(self.history)
+        e.state_before = (
+            to_jsonable({k: v[0] for k, v in self.ref_state.items()}) if self.ref_state else None
+        )
+        self.record.driver_error = e
+        raise _Divergence(str(e)) from None
 
-        @precondition(lambda self: not self.done)
-        @rule(sequence=st.lists(actions, min_size=2, max_size=40))
-        def sequence(self, sequence: list[Any]) -> None:
-            self.program.append(f"sequence({[to_jsonable(a) for a in sequence]})")
-            self._steps(sequence)
+    def fail(self, check: str, message: str, pair: PairStep, before: State | None) -> NoReturn:
+        """The sides differ: the finding (with the program so far); this program stops here."""
+        finding = pair_finding(
+            self.ctx,
+            2,
+            check,
+            message,
+            pair,
+            0,
+            before,
+            seed=self.seed,
+            step=len(self.history),
+            actions=list(self.history),
+        )
+        finding.detail = "shrunk program:\n" + "\n".join(self.program)
+        self.record.finding = finding
+        if self.record.first_failure is None:
+            self.record.first_failure = self.record.calls
+        raise _Divergence(finding.message)
 
-    return Interactions
+
+def _reset_pair(spec: EnvSpec, ref: State, port: State, diff: Diff) -> PairStep:
+    """Two reset states as a compared pair (no observation, reward or flags to compare)."""
+    empty = np.zeros(1)
+    flags = empty.astype(bool)
+    obs = np.zeros((1, *spec.observation.shape))
+    tr_ref = Transition(ref, obs, empty, flags, flags)
+    return PairStep(tr_ref, Transition(port, obs, empty, flags, flags), diff)
 
 
 def _stack(transitions: list[Transition]) -> Transition:
@@ -303,7 +329,11 @@ def run(ctx: VerifyContext) -> LevelResult:
     if ctx.spec.rng.step == "distribution":
         return _run_distributions(ctx)
     record = _Record()
-    machine = make_machine(ctx, record)
+    actions = action_strategy(ctx.spec)
+
+    def machine() -> Interactions:  # hypothesis takes a factory of machines, typed as a class
+        return Interactions(ctx, record, actions)
+
     config = search_settings(
         ctx.count(ctx.spec.verify.l2_examples, 5),
         [Phase.generate, Phase.shrink],
@@ -311,7 +341,7 @@ def run(ctx: VerifyContext) -> LevelResult:
         derandomize=True,
     )
     run_search(
-        lambda: run_state_machine_as_test(machine, settings=config),
+        lambda: run_state_machine_as_test(machine, settings=config),  # type: ignore[arg-type]
         _Divergence,
         lambda: record.driver_error is not None or record.shrink_stopped(),
     )
