@@ -218,10 +218,15 @@ fn base_stat(species: i32, stat: usize) -> i32 {
 }
 
 /// a stat with its stage applied: stat * (2 + s) / 2 for s > 0, stat * 2 / (2 - s) below
+/// (stage 0 is the stat itself: no division on the common path)
 fn staged(value: i32, stage: i32) -> i32 {
-    let num = if stage > 0 { 2 + stage } else { 2 };
-    let den = if stage < 0 { 2 - stage } else { 2 };
-    (value * num) / den
+    if stage > 0 {
+        (value * (2 + stage)) / 2
+    } else if stage < 0 {
+        (value * 2) / (2 - stage)
+    } else {
+        value
+    }
 }
 
 fn effectiveness(move_type: i32, species: i32) -> i32 {
@@ -232,7 +237,7 @@ fn effectiveness(move_type: i32, species: i32) -> i32 {
 
 fn has_type(species: i32, typ: usize) -> bool {
     let sp = species_of(species);
-    sp.type1 == typ || sp.type2 == typ
+    (sp.type1 == typ) | (sp.type2 == typ) // `|`, not `||`: no branch to mispredict
 }
 
 impl Side {
@@ -260,28 +265,25 @@ impl Side {
 
     /// the two team slots the active monster can switch to, in slot order
     fn bench(&self) -> [usize; 2] {
-        match self.active {
-            0 => [1, 2],
-            1 => [0, 2],
-            _ => [0, 1],
-        }
+        const BENCH: [[usize; 2]; 3] = [[1, 2], [0, 2], [0, 1]]; // a table, not a branch per active
+        BENCH[(self.active as usize).min(2)]
     }
 
-    /// actions 0-3: the active monster's moves; 4, 5: switch to the first / second bench slot
-    pub fn legal_mask(&self) -> [bool; 6] {
-        let mut mask = [false; 6];
+    /// actions 0-3: the active monster's moves; 4, 5: switch to the first / second bench slot.
+    /// Bit k of the result is mask[k] (one byte: no array on the stack to read back).
+    pub fn legal_mask(&self) -> u8 {
+        let mut mask = 0u8;
         let mon = self.mon();
         if mon.hp > 0 && self.charge > 0 {
-            mask[(self.charge - 1) as usize] = true; // locked into the move it is charging
-            return mask;
+            return 1 << (self.charge - 1); // locked into the move it is charging
         }
         if mon.hp > 0 {
-            mask[..4].fill(true);
+            mask |= 0b1111;
         }
         let slots = self.bench();
         for j in 0..2 {
             if self.team[slots[j]].hp > 0 {
-                mask[4 + j] = true;
+                mask |= 1 << (4 + j);
             }
         }
         mask
@@ -406,7 +408,7 @@ impl Battle {
         if eff == 0 {
             return 0;
         }
-        let crit = self.rand(if m.effect == E_HIGH_CRIT { 8 } else { 24 }) == 0;
+        let crit = if m.effect == E_HIGH_CRIT { self.rand(8) == 0 } else { self.rand(24) == 0 };
         let attack_stat = if m.category == PHYSICAL { ATK } else { SPA };
         let defense_stat = if m.category == PHYSICAL { DEF } else { SPD };
         let mut atk_stage = self.sides[u].stages[attack_stat];
@@ -427,7 +429,7 @@ impl Battle {
             dmg = (dmg * 3) / 2;
         }
         dmg = (dmg * eff) / 4;
-        if m.category == PHYSICAL && mon.status == BURN {
+        if (m.category == PHYSICAL) & (mon.status == BURN) {
             dmg /= 2;
         }
         dmg.max(1)
@@ -512,9 +514,9 @@ impl Battle {
         self.sides[1].replace_fainted();
         let mask = self.sides[0].legal_mask();
         let mut action = action;
-        if !(0..6).contains(&action) || !mask[action as usize] {
+        if !(0..6).contains(&action) || mask & (1 << action) == 0 {
             // an illegal choice becomes the first legal one
-            action = mask.iter().position(|&legal| legal).map_or(0, |k| k as i32);
+            action = if mask == 0 { 0 } else { mask.trailing_zeros() as i32 };
         }
         let own_before = self.sides[0].alive();
         let opp_before = self.sides[1].alive();
@@ -555,9 +557,10 @@ impl Battle {
             // residual damage from burn and poison
             for side in self.sides.iter_mut() {
                 let mon = side.mon_mut();
-                if mon.hp > 0 && (mon.status == BURN || mon.status == POISON) {
-                    let cut = if mon.status == BURN { 16 } else { 8 };
-                    mon.hp = 0.max(mon.hp - 1.max(max_hp(mon.species) / cut));
+                if (mon.hp > 0) & ((mon.status == BURN) | (mon.status == POISON)) {
+                    let max = max_hp(mon.species);
+                    let cut = if mon.status == BURN { max / 16 } else { max / 8 };
+                    mon.hp = 0.max(mon.hp - 1.max(cut));
                 }
             }
         }
@@ -585,14 +588,15 @@ impl Battle {
     // ---- observation (side 0's view) ----
 
     pub fn observe(&self, obs: &mut [f32]) {
+        let obs: &mut [f32; OBS_SIZE] = obs.try_into().expect("obs holds OBS_SIZE floats");
         let (me, opp) = (&self.sides[0], &self.sides[1]);
         let mut i = 0;
         for side in [me, opp] {
             for k in 0..TEAM {
                 let mon = &side.team[k];
-                obs[i] = (mon.hp as f64 / max_hp(mon.species) as f64) as f32;
+                obs[i] = hp_fraction(mon.hp, mon.species);
                 obs[i + 1] = mon.status as f32 / 4.0;
-                obs[i + 2] = if k as i32 == side.active { 1.0 } else { 0.0 };
+                obs[i + 2] = (k as i32 == side.active) as i32 as f32; // 1 or 0, without a branch
                 i += 3;
             }
         }
@@ -610,19 +614,78 @@ impl Battle {
             }
         }
         for k in 0..4 {
-            obs[i] = move_of(mine.moves[k]).power as f32 / 256.0;
+            obs[i] = POWER_OBS[mine.moves[k] as usize];
             i += 1;
         }
         for k in 0..4 {
-            obs[i] = effectiveness(move_of(mine.moves[k]).typ, theirs.species) as f32 / 16.0;
+            obs[i] = EFFECTIVENESS_OBS[mine.moves[k] as usize][theirs.species as usize];
             i += 1;
         }
         obs[i] = me.charge as f32 / 4.0;
         obs[i + 1] = self.turn as f32 / 256.0;
         i += 2;
-        for legal in me.legal_mask() {
-            obs[i] = if legal { 1.0 } else { 0.0 };
+        let mask = me.legal_mask();
+        for k in 0..6 {
+            obs[i] = ((mask >> k) & 1) as f32;
             i += 1;
         }
     }
 }
+
+// ---- observation tables (speed): each entry is the observe expression evaluated at compile time ----
+
+/// the largest hp the spec allows (110 + 75); the hp fractions up to it are tabulated
+const HP_TABLE: usize = 186;
+
+/// HP_OBS[species][hp] = hp / maxHp(species), divided in f64 and stored as f32 (the JS
+/// division into a Float32Array), for every hp in 0..=185
+static HP_OBS: [[f32; HP_TABLE]; 12] = {
+    let mut table = [[0.0f32; HP_TABLE]; 12];
+    let mut s = 0;
+    while s < 12 {
+        let max = (SPECIES[s].base[0] + 75) as f64;
+        let mut hp = 0;
+        while hp < HP_TABLE {
+            table[s][hp] = (hp as f64 / max) as f32;
+            hp += 1;
+        }
+        s += 1;
+    }
+    table
+};
+
+/// mon.hp / maxHp(mon.species) as observe stores it: tabulated in the spec's range, divided otherwise
+fn hp_fraction(hp: i32, species: i32) -> f32 {
+    if (hp as u32) < HP_TABLE as u32 {
+        HP_OBS[species as usize][hp as usize]
+    } else {
+        (hp as f64 / max_hp(species) as f64) as f32
+    }
+}
+
+/// POWER_OBS[move] = MOVES[move].power / 256
+static POWER_OBS: [f32; 50] = {
+    let mut table = [0.0f32; 50];
+    let mut m = 0;
+    while m < 50 {
+        table[m] = MOVES[m].power as f32 / 256.0;
+        m += 1;
+    }
+    table
+};
+
+/// EFFECTIVENESS_OBS[move][species] = effectiveness(MOVES[move].typ, species) / 16
+static EFFECTIVENESS_OBS: [[f32; 12]; 50] = {
+    let mut table = [[0.0f32; 12]; 50];
+    let mut m = 0;
+    while m < 50 {
+        let row = &CHART[MOVES[m].typ as usize];
+        let mut s = 0;
+        while s < 12 {
+            table[m][s] = (row[SPECIES[s].type1] * row[SPECIES[s].type2]) as f32 / 16.0;
+            s += 1;
+        }
+        m += 1;
+    }
+    table
+};
