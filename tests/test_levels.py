@@ -60,3 +60,9 @@ def test_no_level_imports_another_levels_module() -> None:
             if other != own.group(1):
                 crossing.append(f"{module.name} imports level {other}")
     assert not crossing, crossing
+
+
+def test_the_mcp_verify_tool_names_the_levels() -> None:
+    from envforge.mcp.server import LEVELS_LINE
+
+    assert all(f"{lv.number} {lv.name} ({lv.question})" in LEVELS_LINE for lv in LEVELS)

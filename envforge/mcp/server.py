@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envforge.errors import EnvforgeError
-from envforge.levels import parse_levels
+from envforge.levels import DEFAULT_LEVELS, LEVELS, parse_levels
 from envforge.port_files import read_regular
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import reference_sources
@@ -31,11 +31,13 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
 REPORT_FILE = Path(".envforge") / "last-report.json"
+LEVELS_LINE = ", ".join(f"{lv.number} {lv.name} ({lv.question})" for lv in LEVELS)
+"""The levels as the verify tool describes them (``envforge/levels.py``)."""
 BENCH_STEPS = 100
 """Batched steps per timed call of the ``bench`` tool."""
 INSTRUCTIONS = (
     "envforge verifies a port of a reinforcement-learning environment against its reference. "
-    "Call verify (levels '0' first, then '0-3'); while the port is not equivalent, "
+    f"Call verify (levels '0' first, then '{DEFAULT_LEVELS}'); while the port is not equivalent, "
     "repair_prompt says what differs and which reference and port lines assign it."
 )
 
@@ -150,8 +152,8 @@ def build_server(session: VerifierSession) -> MCPServer:
 
     @server.tool(
         description=f"Run envforge's verifier on the port ({config.port}) against the reference "
-        f"({config.env}). levels: '0' (does it load and honour the API) to "
-        f"'{config.levels}' (all); scale: example/episode counts (1.0 full, 0.2 quick). Returns "
+        f"({config.env}). levels: {LEVELS_LINE}; '0' first, then '{config.levels}'; "
+        "scale: example/episode counts (1.0 full, 0.2 quick). Returns "
         "the verdict, each level's status and the first finding."
     )
     def verify(levels: str = config.levels, scale: float = 1.0) -> str:
