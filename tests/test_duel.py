@@ -17,10 +17,13 @@ from envforge.init.selfcheck import SelfCheckConfig, self_check
 from envforge.rules.cases import load_cases, run_cases
 from envforge.rules.text import RulesText
 from envforge.spec import load_spec
+from envforge.verify.context import VerifyOptions
+from envforge.verify.runner import verify
 
 DUEL = ROOT / "references" / "duel"
 ACCEPTED = f"{DUEL / 'duel.py'}:Duel"
 OTHER = f"{DUEL / 'drafts' / 'v2' / 'duel.py'}:Duel"
+JAX_PORT = ROOT / "generated" / "duel" / "jax"  # written in an `envforge prompt` workspace
 TURN_ANSWER = 82  # RULES.md, Clarification 1: the turn counter has no limit
 
 
@@ -74,3 +77,20 @@ def test_the_two_versions_agree_at_levels_0_to_3(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "agree at levels 0-3" in result.stdout
     assert json.loads(questions.with_suffix(".json").read_text()) == []
+
+
+def test_the_jax_port_passes_the_contract() -> None:
+    """L0 in this process (~15 s of CPU, most of it JAX compiling the step): the shipped port
+    builds, honours the API, shapes, dtypes and bounds, and batches deterministically."""
+    report = verify(
+        load_spec(DUEL / "env.toml"), JAX_PORT, [0], VerifyOptions(scale=0.05, isolate=False)
+    )
+    assert report.verdict == "equivalent", [lv.summary for lv in report.levels]
+
+
+@pytest.mark.slow
+def test_the_jax_port_is_equivalent_at_levels_0_to_3() -> None:
+    """The shipped port against the accepted reference, Gamble coins replayed from the tape."""
+    report = verify(load_spec(DUEL / "env.toml"), JAX_PORT, [0, 1, 2, 3], VerifyOptions(scale=0.2))
+    assert report.verdict == "equivalent", [lv.summary for lv in report.levels]
+    assert report.levels[1].stats["draws_accounted"] > 0
