@@ -271,6 +271,9 @@ def test_a_mutated_port_is_caught_at_l1_and_localized(pong_spec, tmp_path: Path)
     assert any(loc.file.endswith("pong.rs") and "ball_vy" in loc.text for loc in finding.port_lines)
 
 
+# two cargo builds that can never be cached (~40 CPU s); it guards campaigns that build many
+# mutants of one crate (the full campaigns run with -m slow)
+@pytest.mark.slow
 def test_a_crate_is_built_from_its_own_files_whatever_was_built_before(tmp_path: Path) -> None:
     """Crates of one package name share cargo's target directory (dependencies compile once).
     Cargo judges a package fresh by file times, so a copy whose files were written before the
