@@ -111,3 +111,21 @@ def test_a_rules_drafted_reference_is_copied_without_its_drafts(tmp_path: Path) 
     copied = tmp_path / "ws" / "reference"
     assert (copied / "duel.py").is_file() and (copied / "RULES.md").is_file()
     assert not (copied / "drafts").exists()
+
+
+def test_a_gymnasium_reference_comes_with_its_helpers_and_its_init(tmp_path: Path) -> None:
+    """Blackjack's class calls module functions (`draw_card`, `sum_hand`): the workspace holds
+    them. FrozenLake's and Taxi's `__init__` (which build the transition tables) mention pygame
+    beside the window settings: they are kept, only drawing methods are left out."""
+    from envforge.prompts.sources import reference_sources
+
+    blackjack = reference_sources(load_spec(ROOT / "references" / "blackjack" / "env.toml"))[0]
+    assert "def draw_card(np_random):" in blackjack.text and "def sum_hand(hand)" in blackjack.text
+    assert blackjack.text.index("def draw_card") < blackjack.text.index("class BlackjackEnv")
+    lake = reference_sources(load_spec(ROOT / "references" / "frozenlake" / "env.toml"))[0]
+    assert "def update_probability_matrix" in lake.text and "MAPS = {" in lake.text
+    assert "# render(): drawing only, left out" in lake.text
+    assert "# __init__()" not in lake.text
+    write_workspace(load_spec(ROOT / "references" / "taxi" / "env.toml"), "c", tmp_path / "ws")
+    taxi = next((tmp_path / "ws" / "reference").glob("*_gymnasium.py")).read_text()
+    assert "def __init__(" in taxi and "# __init__()" not in taxi

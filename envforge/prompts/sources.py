@@ -80,19 +80,54 @@ def _gymnasium_source(env_id: str) -> SourceFile:
         module_name, _, attr = entry.partition(":")
         obj = getattr(importlib.import_module(module_name), attr)
         label = f"{module_name.replace('.', '/')}.py, class {attr}"
-    return SourceFile(
-        f"gymnasium {gymnasium.__version__}: {label}",
-        without_drawing(inspect.getsource(obj)),
-        "python",
-    )
+    source = without_drawing(inspect.getsource(obj))
+    module = inspect.getmodule(obj)
+    helpers = module_helpers(inspect.getsource(module), source) if module is not None else ""
+    return SourceFile(f"gymnasium {gymnasium.__version__}: {label}", helpers + source, "python")
+
+
+def module_helpers(module_source: str, class_source: str) -> str:
+    """The module-level functions and constants a class calls (Blackjack's ``draw_card``,
+    ``sum_hand``, ``deck``), and those they call in turn, in the module's order: the class
+    alone does not say what they do."""
+    tree = ast.parse(module_source)
+    defined: dict[str, ast.stmt] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            defined[node.name] = node
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    defined[target.id] = node
+    wanted: set[str] = set()
+    todo = [class_source]
+    while todo:
+        used = {
+            n.id
+            for n in ast.walk(ast.parse(textwrap.dedent(todo.pop())))
+            if isinstance(n, ast.Name)
+        }
+        for name in sorted(used & defined.keys() - wanted):
+            wanted.add(name)
+            todo.append(ast.get_source_segment(module_source, defined[name]) or "")
+    picked = [node for node in tree.body if any(defined.get(n) is node for n in wanted)]
+    if not picked:
+        return ""
+    parts = [ast.get_source_segment(module_source, node) or "" for node in picked]
+    return "# module-level helpers the class uses\n" + "\n\n".join(parts) + "\n\n\n"
 
 
 DRAWING_METHODS = ("render", "close")
+DYNAMICS_METHODS = ("__init__", "reset", "step")
+"""Never left out, even where they mention pygame (FrozenLake's ``__init__`` builds the
+transition table beside its window settings)."""
 
 
 def without_drawing(class_source: str) -> str:
-    """A gymnasium class without its drawing code: ``render``/``close`` and any method that
-    uses pygame. They never touch the dynamics and were a third of CartPole's source."""
+    """A gymnasium class without its drawing code: ``render``/``close``, ``_render*`` and any
+    other method that uses pygame. They never touch the dynamics and were a third of CartPole's
+    source."""
     tree = ast.parse(textwrap.dedent(class_source))
     cls = next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
     if cls is None:
@@ -104,7 +139,9 @@ def without_drawing(class_source: str) -> str:
             continue
         first = min([node.lineno] + [d.lineno for d in node.decorator_list])
         body = "\n".join(lines[first - 1 : node.end_lineno])
-        if node.name in DRAWING_METHODS or "pygame" in body:
+        if node.name in DYNAMICS_METHODS:
+            continue
+        if node.name in DRAWING_METHODS or node.name.startswith("_render") or "pygame" in body:
             cut.append((first, node.end_lineno or node.lineno, node.name))
     for first, last, name in reversed(cut):
         indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
