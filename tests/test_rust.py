@@ -258,6 +258,9 @@ def test_cartpole_rust_port_is_equivalent_at_levels_0_to_3() -> None:
     assert report.passed, [(lv.level, lv.summary) for lv in report.levels]
 
 
+# a cargo build of a mutant plus L0-L1 (~26 CPU s); test_mutate's small Rust campaign (default
+# suite) builds a pong mutant through the verifier and asserts it is killed, field-localized
+@pytest.mark.slow
 def test_a_mutated_port_is_caught_at_l1_and_localized(pong_spec, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     crate = copy_crate(tmp_path, PONG)
     physics = crate / "src" / "pong.rs"
