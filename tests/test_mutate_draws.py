@@ -167,3 +167,12 @@ def test_the_stochastic_rust_ports_get_draw_mutants() -> None:
     assert counts["draw_skip"] == 16  # blackjack 1, taxi 6, frozenlake 1, leduc 3, uno 5
     assert counts["wrong_end"] == 5 and counts["draw_swap"] == 2
     assert counts["probability"] >= 3  # taxi's 0.8 and 0.3, frozenlake's 1/3
+
+
+def test_a_rust_tuple_field_is_no_float_literal() -> None:
+    """`columns[0].1` took `.1` for a float (blackjack-rust's stillborn `constant:285:1`)."""
+    from envforge.mutate.text_ops import text_edits
+
+    source = "fn f(c: &[(u8, usize)], p: (f32, f32)) -> f32 {\n    c[0].1 as f32 + p.0 * 0.5\n}\n"
+    constants = [e.text for e in text_edits(source, {}, rust=True) if e.operator == "constant"]
+    assert constants == ["0.55"]

@@ -30,7 +30,10 @@ RNG_WORDS = ("rng", "random", "uniform")
 _BINARY = re.compile(r"(?<=\s)(<<|>>|[+\-*/&|])(=?)(?=\s)")
 _COMPARE = re.compile(r"(?<=\s)(<=|>=|==|!=|<|>)(?=\s)")
 _LOGIC = re.compile(r"(?<=\s)(&&|\|\|)(?=\s)")
-_FLOAT = re.compile(r"(?<![\w.])((?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?)(f|F|_?f32|_?f64)?(?![\w.])")
+# not a tuple field (`columns[0].1`, `pair().0`)
+_FLOAT = re.compile(
+    r"(?<![\w.)\]])((?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?)(f|F|_?f32|_?f64)?(?![\w.])"
+)
 _INT = re.compile(r"(?<![\w.])(\d+)([uU]|_?[ui](?:8|16|32|64|size))?(?![\w.xX])")
 _UNARY_MINUS = re.compile(r"(?:(?<=[=(,?:])|(?<=[=(,?:]\s)|(?<=return\s))-(?=[\w(])")
 _NOT = re.compile(r"(?<![\w)\]])!(?=[\w(])")  # not a macro call (println!)
