@@ -129,3 +129,13 @@ def test_a_gymnasium_reference_comes_with_its_helpers_and_its_init(tmp_path: Pat
     write_workspace(load_spec(ROOT / "references" / "taxi" / "env.toml"), "c", tmp_path / "ws")
     taxi = next((tmp_path / "ws" / "reference").glob("*_gymnasium.py")).read_text()
     assert "def __init__(" in taxi and "# __init__()" not in taxi
+
+
+def test_the_task_lists_the_verifiers_hook_and_the_rules_text(tmp_path: Path) -> None:
+    """The states the verifier injects come from the spec's constrain hook, and a reference
+    drafted from a rules text keeps it: both are named in AGENTS.md (the duel Rust agent found
+    neither listed)."""
+    write_workspace(load_spec(ROOT / "references" / "duel" / "env.toml"), "rust", tmp_path / "ws")
+    task = (tmp_path / "ws" / "AGENTS.md").read_text()
+    assert "`reference/duel_states.py`" in task and "[verify] constrain" in task
+    assert "`reference/RULES.md`" in task and "rules text" in task

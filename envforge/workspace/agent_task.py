@@ -69,7 +69,38 @@ def reference_files(spec: EnvSpec, shown: list[SourceFile], root: Path) -> list[
                     "the environment described for implementers: its rules, state and quirks",
                 )
             )
+    hooks = {
+        "constrain": "the verifier's hook that makes drawn states consistent: the states it injects",
+        "explain": "the verifier's hook that explains a step finding",
+        "handlers": "the verifier's map of the reference's handlers",
+    }
+    for key, role in hooks.items():
+        hook = getattr(spec.verify, key, None)
+        hook_file = spec.root / hook.split(":", 1)[0] if isinstance(hook, str) else None
+        if hook_file is None or not hook_file.is_file():
+            continue
+        if str(hook_file.resolve()) not in shown_paths(shown):
+            text = hook_file.read_text(errors="replace")
+            rel = str(hook_file.resolve().relative_to(root))
+            listed.append(
+                ListedFile(rel, text.count("\n") + 1, f"{role} (env.toml [verify] {key})")
+            )
+    rules = spec.root / RULES_TEXT
+    if rules.is_file():
+        text = rules.read_text(errors="replace")
+        role = "the rules text the reference was written from (`envforge rules`)"
+        listed.append(
+            ListedFile(str(rules.resolve().relative_to(root)), text.count("\n") + 1, role)
+        )
     return listed
+
+
+RULES_TEXT = "RULES.md"
+"""A reference drafted from a rules text keeps the text beside it (docs/RULES.md)."""
+
+
+def shown_paths(shown: list[SourceFile]) -> set[str]:
+    return {str(s.path.resolve()) for s in shown if s.path is not None}
 
 
 def loaded_files(spec: EnvSpec, root: Path) -> list[str]:
