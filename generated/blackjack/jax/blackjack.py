@@ -49,11 +49,6 @@ def hand_of(cards: jax.Array) -> Hand:
     return Hand(cards, jnp.sum(cards > 0).astype(jnp.int32), jnp.sum(cards), jnp.any(cards == 1))
 
 
-def _two_cards(first: jax.Array, second: jax.Array) -> Hand:
-    cards = jnp.zeros(HAND, jnp.int32).at[0].set(first).at[1].set(second)
-    return Hand(cards, jnp.int32(2), first + second, (first == 1) | (second == 1))
-
-
 def usable_ace(hand: Hand) -> jax.Array:
     return hand.ace & (hand.total + 10 <= 21)
 
@@ -106,7 +101,9 @@ def reset(seed: jax.Array) -> EnvState:
     for _ in range(4):
         index, draws = draws.choice(13)
         cards.append(DECK[index])
-    return EnvState(_two_cards(*cards[2:]), _two_cards(*cards[:2]), key)
+    empty = jnp.zeros(HAND, jnp.int32)
+    dealer, player = empty.at[:2].set(jnp.stack(cards[:2])), empty.at[:2].set(jnp.stack(cards[2:]))
+    return EnvState(hand_of(player), hand_of(dealer), key)
 
 
 def step_with_draws(
