@@ -154,6 +154,12 @@ class Driver(ABC):
         seeds = (np.arange(count, dtype=np.uint64) + np.uint64(start)).astype(np.uint32)
         return self.reset_digest(seeds, block)
 
+    def reset_rows(self, state: State, done: np.ndarray, seeds: np.ndarray) -> State | None:
+        """The implementation's own auto-reset (a Rust batch's ``reset_where``, which
+        ``envforge.make`` and ``envforge bench`` use): ``state`` with the rows where ``done``
+        reset from ``seeds``. None where the implementation has none (L0 then checks nothing)."""
+        return None
+
     def explain(self, state: State, actions: np.ndarray) -> list[str] | None:
         """The implementation's own words for what each env's step from ``state`` with
         ``actions`` will do (a JavaScript reference's optional ``explain`` export: which move,

@@ -303,6 +303,12 @@ class IsolatedDriver(Driver):
         result: list[str] | None = self._call("explain", state, actions)
         return result
 
+    def reset_rows(self, state: State, done: np.ndarray, seeds: np.ndarray) -> State | None:
+        result = self._call("reset_rows", state, done, seeds)
+        if result is not None and not isinstance(result, dict):
+            raise ContractViolation(self.side, "reset_where", f"returned {type(result).__name__}")
+        return result
+
     def reset_digest(self, seeds: np.ndarray, block: int) -> np.ndarray:
         result: np.ndarray = self._call("reset_digest", seeds, block)
         return result

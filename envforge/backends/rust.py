@@ -129,6 +129,15 @@ class RustDriver(Driver):
         self._batch.reset(np.ascontiguousarray(seeds, dtype=np.uint32))
         return self._state("reset")
 
+    def reset_rows(self, state: State, done: np.ndarray, seeds: np.ndarray) -> State | None:
+        if not callable(getattr(self._batch, "reset_where", None)):
+            return None
+        self._load(state)
+        self._batch.reset_where(
+            np.ascontiguousarray(done, dtype=bool), np.ascontiguousarray(seeds, dtype=np.uint32)
+        )
+        return self._state("reset_where")
+
     def step(self, state: State, actions: np.ndarray) -> Transition:
         if self.spec.rng.step != "none" and callable(getattr(self._batch, "step_draws", None)):
             # pure, as the verifier needs: draws seeded by the row's state and action, never by

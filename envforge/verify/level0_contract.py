@@ -53,6 +53,10 @@ def _obs_out_of_bounds(ctx: VerifyContext, obs: np.ndarray) -> int | None:
     return int(rows[0]) if len(rows) else None
 
 
+AUTO_RESET_STEPS = 3
+"""Steps taken before the auto-reset check, so that a row reset by mistake differs."""
+
+
 class _Checker:
     """Runs the API checks on one driver; collects findings instead of stopping at the first."""
 
@@ -116,6 +120,37 @@ class _Checker:
                     fields=[name],
                 )
 
+    def auto_reset(self, seeds: np.ndarray, state: State) -> None:
+        """A port's own auto-reset (``reset_where``: what envforge.make and bench step with)
+        resets exactly the done rows, each as ``reset`` of its seed, and leaves the others."""
+        done = np.arange(len(seeds)) % 2 == 0
+        fresh = (seeds.astype(np.uint64) * 7919 + 1).astype(np.uint32)
+        if self.side != "port" or self.driver.reset_rows(state, done, fresh) is None:
+            return  # no auto-reset of its own (asked once on the reset state)
+        rng = self.ctx.rng(7)
+        for _ in range(AUTO_RESET_STEPS):  # away from reset, where every row may look alike
+            state = self.step(state, random_actions(self.ctx.spec, rng, len(seeds))).state
+        raw = self.driver.reset_rows(state, done, fresh)
+        if raw is None:
+            return
+        rows = canonicalize(self.ctx.spec, raw, self.side, "reset_where")
+        new = self.reset(fresh)
+        expected = {
+            name: np.where(done.reshape(-1, *[1] * (column.ndim - 1)), new[name], column)
+            for name, column in state.items()
+        }
+        diff = compare_states(self.ctx.spec, expected, rows, exact=True)
+        if diff.mismatch.any():
+            i = int(np.flatnonzero(diff.mismatch)[0])
+            what = f"reset from seed {int(fresh[i])}" if done[i] else "left as it was"
+            self.fail(
+                "reset_where",
+                f"auto-reset (reset_where, used by envforge.make and bench): row {i} should be "
+                f"{what}, and differs",
+                fields=diff.keys_at(i),
+                seed=int(fresh[i] if done[i] else seeds[i]),
+            )
+
     def run(self) -> None:
         spec = self.ctx.spec
         seeds = np.arange(BATCH, dtype=np.uint32) + np.uint32(self.ctx.options.seed * 1000)
@@ -138,6 +173,7 @@ class _Checker:
                 fields=diff.keys_at(i),
                 seed=int(seeds[i]),
             )
+        self.auto_reset(seeds, state)
         obs = np.asarray(self.driver.observe(state))
         if obs.shape != (BATCH, *spec.observation.shape):
             raise ContractViolation(
