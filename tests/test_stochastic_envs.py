@@ -39,10 +39,10 @@ def test_taxi_fickle_draw_taken_before_the_move_draw_fails_l1_as_rng_tape(tmp_pa
         TAXI_PORT,
         tmp_path,
         (
-            "    u, draws = draws.random()\n",
+            "    u, draws = draws.random()\n    is_move = action < 4\n",
             "    in_taxi = state.fickle_step & ((state.s // 4) % 5 == 4)\n"
             "    index, draws = draws.choice(3, when=in_taxi)\n"
-            "    u, draws = draws.random()\n",
+            "    u, draws = draws.random()\n    is_move = action < 4\n",
         ),
         ("    index, draws = draws.choice(3, when=fickle)\n", ""),
     )
