@@ -1,6 +1,6 @@
 """The verifier's levels, declared once: number, name, the module that runs it, and what it
 measures. The runner imports the modules from here, ``--levels`` is parsed and explained from
-here, reports and prompts name levels from here, and ``tests/test_levels.py`` checks that the
+here, reports and prompts name levels from here, and ``tests/house/test_levels.py`` checks that the
 README's and docs/DESIGN.md's level tables say the same.
 
 A neutral module (it imports nothing of envforge but its errors), so commands, the agent loop,

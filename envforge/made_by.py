@@ -14,7 +14,7 @@ likes), not from envforge's prompt; ``agent``: written by a coding agent from en
 task, either ``envforge translate`` (or ``envforge batch``), which writes this front matter
 itself, or an agent working only from an ``envforge prompt`` workspace (its PROVENANCE.md says
 which); ``third-party``: someone else's port behind envforge's
-port contract (Brax's HalfCheetah). ``tests/test_made_by.py`` checks that every PROVENANCE.md
+port contract (Brax's HalfCheetah). ``tests/house/test_made_by.py`` checks that every PROVENANCE.md
 under ``generated/`` declares one, and ``envforge list`` shows it beside each port.
 """
 

@@ -10,7 +10,7 @@ A port is the env's own code; what it takes from envforge is only this::
 and the contract it implements (:mod:`envforge.kit.contract`: a ``Protocol`` per target, which
 the drivers check and the translation prompts quote). The modules themselves stay where the
 rest of envforge uses them; the kit names them once, so a port never reaches into envforge's
-internals and ``tests/test_architecture.py`` can hold every port in ``generated/`` to it.
+internals and ``tests/house/test_architecture.py`` can hold every port in ``generated/`` to it.
 
 The names load on first use: ``envforge.kit.contract`` is read by prompts and drivers that
 must not pay for importing jax.

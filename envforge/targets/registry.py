@@ -4,7 +4,7 @@ A :class:`Target` says how a port of that language is recognised in a folder, wh
 runs it, which prompt template writes it, what to check before a translation, what to build
 on the host and in the sandbox, which job benchmarks it and how ``envforge.make`` wraps it.
 Every command, ``envforge list`` and ``envforge bench`` read it; no other module tests a
-target's name (``tests/test_architecture.py`` keeps it so).
+target's name (``tests/house/test_architecture.py`` keeps it so).
 
 The registry is the lowest layer of the package: it imports nothing of envforge but the
 errors. The code a target names (driver, preflight, bench job, ...) is written as

@@ -11,7 +11,7 @@ change of ``delta`` at every one of them is caught with probability ``1 - (1 - p
 
 ``min_detectable`` gives the smallest rise and the smallest fall caught with probability
 ``POWER``, each None when no change in that direction inside [0, 1] is caught.
-``tests/test_distribution_power.py`` checks the stated rise against scipy's chi-square by
+``tests/randomness/test_distribution_power.py`` checks the stated rise against scipy's chi-square by
 simulation: caught in about 90% of trials just above it, far less often at 70% of it.
 """
 

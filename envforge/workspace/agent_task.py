@@ -4,7 +4,7 @@ Every fact it states about the env comes from the spec, once: the field table, t
 the randomness (``prompts/_spec.j2``); the target's contract quotes sizes from the same spec.
 The reference's source is quoted when the whole task stays under :data:`QUOTE_UNDER` bytes;
 otherwise the task names the files (they are in ``reference/``) and the agent reads them there,
-so that no task passes :data:`TASK_MAX` (tests/test_agent_workspace_facts.py renders every
+so that no task passes :data:`TASK_MAX` (tests/agents/test_agent_workspace_facts.py renders every
 shipped env's workspace and checks it).
 """
 

@@ -7,7 +7,7 @@ a marker line, :data:`PROJECT_NOTES`; the workspace's copy ends before it.
 
 No copy names a shipped port (an answer the agent must not be shown): env.toml loses its
 ``[port]`` table, and a README line above the marker that names a port path or ``generated/``
-is dropped (the shipped READMEs have none there; tests/test_agent_workspace_facts.py keeps it so).
+is dropped (the shipped READMEs have none there; tests/agents/test_agent_workspace_facts.py keeps it so).
 """
 
 from __future__ import annotations

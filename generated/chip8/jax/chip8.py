@@ -28,7 +28,7 @@ EPISODE_CAP = 3000
 WIDTH, HEIGHT = 64, 32
 KEYMAP = np.array([-1, 0x4, 0x6], np.int32)  # action -> key held (-1: none)
 
-# breakout.asm as assembled by references/chip8/asm.py (checked by tests/test_chip8_ports.py)
+# breakout.asm as assembled by references/chip8/asm.py (checked by tests/envs/test_chip8_ports.py)
 ROM = bytes.fromhex(
     "232000E06415651E6A006B036C24A36760006103D013700430301214A365D45122FE22E0F007300012246001"
     "F015A3656004E0A1225C6006E0A12268A364D6718684879446FF22744630227A47FF2280471F12CAD6713F00"

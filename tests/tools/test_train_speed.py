@@ -1,0 +1,69 @@
+"""benchmarks/train_speed.py (issue 36 item 4): PPO on an env's best port against PPO on its
+reference, side by side, and the "Training speed (PPO)" table docs/BENCHMARKS.md renders from
+its JSON. Run at a tiny size: these check that the script measures both sides and writes what
+the docs render, never how fast anything is (speed is only ever printed by benchmarks)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from envforge.backends.jax import load_module
+from envforge.bench.train_table import load_results, training_section
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--updates", "1", "--ref-updates", "2", "--num-envs", "2", "--num-steps", "4"]
+
+
+def script() -> ModuleType:
+    return load_module(ROOT / "benchmarks" / "train_speed.py")
+
+
+def check_result(result: dict[str, Any], env: str, target: str) -> None:
+    port, ref = result["port"], result["reference_side"]
+    assert (result["env"], result["target"], result["ppo"]["num_envs"]) == (env, target, 2)
+    assert port["env_steps"] == 1 * 2 * 4 and ref["env_steps"] == 2 * 2 * 4
+    for side in (port, ref):
+        assert side["steps_per_s"] > 0 and side["steps_per_cpu_s"] > 0 and side["train_s"] > 0
+    assert result["speedup"] == round(port["steps_per_s"] / ref["steps_per_s"], 2)
+    assert result["met"] == (port["steps_per_s"] / ref["steps_per_s"] >= result["target_x"])
+    assert result["machine"]["cpu"] and result["machine"]["cores"] >= 1
+
+
+def test_train_speed_measures_a_rust_port_and_its_reference(tmp_path: Path) -> None:
+    assert script().main(["--env", "blackjack:rust", *TINY, "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "train-blackjack-2x4.json").read_text())
+    check_result(result, "blackjack", "rust")
+    assert result["port"]["trainer"] == result["reference_side"]["trainer"] == "host loop"
+    assert result["target_x"] == 10.0  # the issue's target for an env the network may dominate
+    section = training_section(load_results(tmp_path))
+    assert section.startswith("## Training speed (PPO)")
+    assert "| blackjack | rust port, host loop |" in section
+
+
+@pytest.mark.slow  # the fused trainer's compilation: ~30 s on a loaded 2-core machine
+def test_train_speed_trains_a_jax_port_fused(tmp_path: Path) -> None:
+    assert script().main(["--env", "cartpole", *TINY, "--no-rollout", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "train-cartpole-2x4.json").read_text())
+    check_result(result, "cartpole", "jax")
+    assert result["port"]["trainer"] == "fused JAX" and result["target_x"] == 50.0
+
+
+def test_benchmarks_md_renders_the_training_table(tmp_path: Path) -> None:
+    out = tmp_path / "BENCHMARKS.md"
+    subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/regenerate_docs.py"), "--envs", "pong"]
+        + ["--from-json", "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    text = out.read_text()
+    assert "## Training speed (PPO)" in text  # from the committed docs/bench/train-*.json
+    for result in load_results(ROOT / "docs" / "bench"):
+        assert f"| {result['env']} | " in text.split("## Training speed (PPO)")[1]
