@@ -84,7 +84,7 @@ def check_command(
             port_recipe(env_spec, existing_port(port)), open_sandbox(choose_sandbox(sandbox).kind)
         )
         try:
-            sides["port"] = run_cases(sandboxed, env_spec, loaded, text)
+            sides["port"] = run_cases(sandboxed, env_spec, loaded, text, sides["reference"])
         finally:
             sandboxed.close()
     failed = any(not r.passed for results in sides.values() for r in results)

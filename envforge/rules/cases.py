@@ -50,6 +50,15 @@ class CaseResult:
     case: RuleCase
     passed: bool
     finding: Finding | None = None
+    inputs: CaseInputs | None = None
+    """The state stepped and the draws the reference made (for a port's run of the case)."""
+
+
+@dataclass
+class CaseInputs:
+    state: dict[str, np.ndarray]
+    tape: Any = None
+    """The reference's draw log of the step (``[rng] step`` specs), replayed to a port."""
 
 
 def _citations(value: Any, where: str) -> list[int]:
@@ -132,22 +141,35 @@ def matches(expected: Any, actual: np.ndarray) -> bool:
     return bool(np.array_equal(actual, np.broadcast_to(want, actual.shape)))
 
 
-def run_case(driver: Driver, spec: EnvSpec, case: RuleCase, rules: RulesText) -> CaseResult:
+def run_case(
+    driver: Driver,
+    spec: EnvSpec,
+    case: RuleCase,
+    rules: RulesText,
+    given: CaseInputs | None = None,
+) -> CaseResult:
+    """``given``: the reference's run of the case, whose state a port steps from and whose
+    draws it takes as a tape (a port's own generator would deal other cards than the seed the
+    case was written for)."""
     where = f"case {case.name!r}"
-    state = {
-        k: np.array(v, copy=True) for k, v in driver.reset(np.array([case.seed], np.uint32)).items()
-    }
-    for key, value in case.set.items():
-        _write(state, key, value, where)
+    if given is not None:
+        state = {k: np.array(v, copy=True) for k, v in given.state.items()}
+    else:
+        reset = driver.reset(np.array([case.seed], np.uint32))
+        state = {k: np.array(v, copy=True) for k, v in reset.items()}
+        for key, value in case.set.items():
+            _write(state, key, value, where)
+    inputs = CaseInputs({k: np.array(v, copy=True) for k, v in state.items()})
     actions = np.asarray([case.action], dtype=spec.action.dtype)
-    if spec.rng.step != "none":  # draws inside step: from a seed, no tape
+    if spec.rng.step != "none":  # draws inside step: from the case's seed, or the reference's
         seeds = np.array([case.seed], dtype=np.uint64)
-        tr, _ = driver.step_draws(state, actions, seeds, None)
+        tape = given.tape if given is not None else None
+        tr, inputs.tape = driver.step_draws(state, actions, seeds, tape)
     else:
         tr = driver.step(state, actions)
     wrong = {k: v for k, v in case.expect.items() if not matches(v, _actual(tr, k))}
     if not wrong:
-        return CaseResult(case, True)
+        return CaseResult(case, True, inputs=inputs)
     got = {k: _actual(tr, k).tolist() for k in wrong}
     quoted = "; ".join(rules.quote(case.rules))
     finding = Finding(
@@ -166,10 +188,21 @@ def run_case(driver: Driver, spec: EnvSpec, case: RuleCase, rules: RulesText) ->
         actual=got,
         extra={"rules": case.rules, "quoted": rules.quote(case.rules)},
     )
-    return CaseResult(case, False, finding)
+    return CaseResult(case, False, finding, inputs)
 
 
 def run_cases(
-    driver: Driver, spec: EnvSpec, cases: list[RuleCase], rules: RulesText
+    driver: Driver,
+    spec: EnvSpec,
+    cases: list[RuleCase],
+    rules: RulesText,
+    reference: list[CaseResult] | None = None,
 ) -> list[CaseResult]:
-    return [run_case(driver, spec, case, rules) for case in cases]
+    """Every case on ``driver``; for a port, ``reference`` is the reference's results, whose
+    states and draws the port's runs take."""
+    if reference is None:
+        return [run_case(driver, spec, case, rules) for case in cases]
+    return [
+        run_case(driver, spec, case, rules, done.inputs)
+        for case, done in zip(cases, reference, strict=True)
+    ]

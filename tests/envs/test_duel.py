@@ -94,3 +94,15 @@ def test_the_jax_port_is_equivalent_at_levels_0_to_3() -> None:
     report = verify(load_spec(DUEL / "env.toml"), JAX_PORT, [0, 1, 2, 3], VerifyOptions(scale=0.2))
     assert report.verdict == "equivalent", [lv.summary for lv in report.levels]
     assert report.levels[1].stats["draws_accounted"] > 0
+
+
+@pytest.mark.slow
+def test_the_jax_port_passes_every_rule_case_on_the_references_draws() -> None:
+    """A case that flips the Gamble coin was written for the reference's generator: the port
+    takes the reference's draws of that case as a tape (its own key gave tails: 45/46)."""
+    done = envforge(
+        "rules", "check", "duel", "--port", str(ROOT / "generated" / "duel" / "jax"),
+        "--sandbox", "process",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "port: 46/46 rule cases pass" in done.stdout
