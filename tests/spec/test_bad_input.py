@@ -488,6 +488,9 @@ def test_ctrl_c_during_verify_exits_130() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # as a shell starts it: SIGINT not ignored (a child inherits an ignored SIGINT, and an
+        # earlier test's library may have left it so in this process)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stdout is not None
