@@ -25,6 +25,7 @@ from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.level0_failure import failed_step
 from envforge.verify.policies import random_actions
+from envforge.verify.tape import step_pair
 from envforge.verify.verdict import LevelResult
 
 ROLLOUT_STEPS = 64
@@ -187,11 +188,13 @@ class _Checker:
         # the rows whose episodes are still running: an ended episode is never stepped again
         # (a reference may refuse to step past its end, and nothing is specified there)
         rows = np.arange(BATCH)
+        history: list[tuple[State, np.ndarray, np.ndarray]] = []  # (state, actions, rows) per step
         for t in range(ROLLOUT_STEPS):
             actions = np.zeros((BATCH, *spec.action.shape), dtype=spec.action.dtype)
             actions[rows] = random_actions(spec, rng, len(rows))
             actions_seen.append(actions)
             tr = self.rollout_step(state, actions[rows], rows, seeds, t, actions_seen)
+            history.append((state, actions[rows], rows))
             if t == 0:
                 self._determinism_and_batching(state, actions, tr)
             bad = _obs_out_of_bounds(self.ctx, tr.obs)
@@ -204,6 +207,7 @@ class _Checker:
                         self.ctx, take_state(tr.state, slice(bad, bad + 1))
                     )
                 ]
+                diverged, where = self.diverged(history, i)
                 self.fail(
                     "obs_bounds",
                     "observation outside the declared bounds"
@@ -211,8 +215,9 @@ class _Checker:
                         f" (state outside the spec range in {', '.join(culprits)})"
                         if culprits
                         else ""
-                    ),
-                    fields=[*culprits, "obs"],
+                    )
+                    + where,
+                    fields=list(dict.fromkeys([*diverged, *culprits, "obs"])),
                     seed=int(seeds[i]),
                     step=t,
                     actions=[a[i] for a in actions_seen],
@@ -264,11 +269,41 @@ class _Checker:
                     break
         observed = np.asarray(self.driver.observe(tr.state))
         if not values_close(tr.obs, observed, 0.0, 0.0).all():
+            i = int(np.flatnonzero(~values_close(tr.obs, observed, 0.0, 0.0))[0])
+            diverged, where = self.diverged([(state, actions, np.arange(len(actions)))], i)
             self.fail(
                 "observe_consistency",
-                "observe(next_state) differs from the observation step returned",
-                fields=["obs"],
+                "observe(next_state) differs from the observation step returned" + where,
+                fields=[*diverged, "obs"],
             )
+
+    def diverged(
+        self, history: list[tuple[State, np.ndarray, np.ndarray]], episode: int
+    ) -> tuple[list[str], str]:
+        """Where the port's observation is wrong, is its step? Episode ``episode``'s steps of
+        ``history`` are taken again on both sides from the port's states (with the reference's
+        draws under a tape); the keys of the first step that differs, and words saying where.
+        Nothing when every step agrees or the reference cannot take one (then the observation
+        alone is at fault, as far as L0 can tell)."""
+        if self.side != "port":
+            return [], ""
+        for t, (state, actions, rows) in enumerate(history):
+            hit = np.flatnonzero(rows == episode)
+            if not len(hit):
+                return [], ""
+            at = int(hit[0])
+            one = take_state(state, slice(at, at + 1))
+            try:
+                pair = step_pair(self.ctx, one, one, actions[at : at + 1])
+            except Exception:  # the reference refuses the port's state: no comparison
+                return [], ""
+            if pair.diff.mismatch.any():
+                keys = pair.diff.keys_at(0)
+                return keys, (
+                    f"; the reference's step {t} from the port's state differs in "
+                    + ", ".join(keys)
+                )
+        return [], ""
 
 
 def run(ctx: VerifyContext) -> LevelResult:

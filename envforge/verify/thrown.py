@@ -23,6 +23,8 @@ from envforge.verify.localize import (
 
 # Rust >= 1.73: "panicked at src/chip8.rs:214:24:"; before: "panicked at 'msg', src/x.rs:1:2"
 _RUST_PANIC = re.compile(r"panicked at (?:'.*?', )?([^\s:']+\.rs):(\d+):\d+", re.DOTALL)
+# an error that says where it was made (a port's `#[track_caller]` check: "(at src/lib.rs:254:9)")
+_RUST_AT = re.compile(r"\(at ([^\s:'()]+\.rs):(\d+):\d+\)")
 _PYTHON_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 
@@ -48,11 +50,12 @@ def thrown_at(
     text: str, sources: Sequence[Path], limit: int = 4, any_script: bool = False
 ) -> list[SourceLocation]:
     """Lines of ``sources`` where the failure in ``text`` (a message, a traceback, a stderr
-    tail) was raised, innermost first: a Rust panic's location, the frames of a Python
-    traceback in those files, a JavaScript stack's frames (with ``any_script``, in any script:
-    a node reference's modules; never for a port, whose text may name any file on the host)."""
+    tail) was raised, innermost first: a Rust panic's location, a Rust error's own
+    ``(at src/x.rs:L:C)``, the frames of a Python traceback in those files, a JavaScript
+    stack's frames (with ``any_script``, in any script: a node reference's modules; never for
+    a port, whose text may name any file on the host)."""
     found: list[SourceLocation] = []
-    for path_text, line in _RUST_PANIC.findall(text):
+    for path_text, line in [*_RUST_PANIC.findall(text), *_RUST_AT.findall(text)]:
         source = _source_for(path_text, sources)
         loc = _location(source, int(line)) if source else None
         if loc is not None and loc not in found:

@@ -86,6 +86,20 @@ def test_a_rust_panic_names_its_line_in_the_crate(tmp_path: Path) -> None:
     assert thrown_at(stderr, []) == []
 
 
+def test_a_rust_error_that_says_where_it_was_made_names_that_line(tmp_path: Path) -> None:
+    # a port's #[track_caller] length check (generated/*/rust expect_len): a PyValueError, not a
+    # panic, so no "panicked at"; before, such an error named no line at all
+    source = crate(tmp_path)
+    message = (
+        "port observe: raised ValueError: obs has 48 elements, expected 5 (at src/machine.rs:7:9)"
+    )
+    [loc] = thrown_at(message, [source])
+    assert (loc.line, loc.text) == (7, "if self.keys[x] != 0 {")
+    # only that form: a bare path in the words, or another crate's file, names nothing
+    assert thrown_at("obs has 48 elements; see src/machine.rs:7:9", [source]) == []
+    assert thrown_at("obs has 48 elements (at src/other.rs:7:9)", [source]) == []
+
+
 def test_a_python_traceback_names_the_innermost_frame_in_the_sources(tmp_path: Path) -> None:
     port = tmp_path / "port.py"
     port.write_text(HANDLERS_PY)
