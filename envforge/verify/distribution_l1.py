@@ -5,7 +5,8 @@ say what the run could and could not have detected.
 The report states, besides the verdict:
 
 * how many states were tested and why (witnesses of reference lines, rare branches and rare
-  spec events with more samples, states spread over the episode horizon and the policies);
+  spec events with more samples, events the candidates never fired sought beyond them
+  (``distribution_seek.py``), states spread over the episode horizon and the policies);
 * per spec ``[[event]]``, at how many tested states it happened and the smallest rise and fall
   of its probability there that the run catches with 90% power (``power.py``; the tests'
   own sample sizes and Bonferroni level);
@@ -29,6 +30,7 @@ from envforge.errors import DriverFailure
 from envforge.verify import distribution_states as ds
 from envforge.verify.context import VerifyContext
 from envforge.verify.distribution import check_selected
+from envforge.verify.distribution_seek import seek_events
 from envforge.verify.findings import Finding
 from envforge.verify.power import POWER, describe, min_detectable
 
@@ -60,6 +62,7 @@ def run(ctx: VerifyContext) -> StepDistributions:
     cand = ds.candidates(pool, rng, ctx.count(ds.CANDIDATES, 64))
     seeds = rng.integers(0, 2**63, size=len(cand), dtype=np.uint64)
     steering = ds.steer(ctx, cand, seeds)
+    cand = seek_events(ctx, pool, cand, steering, ctx.rng(18))
     chosen = ds.select(ctx, cand, steering, rng, samples)
     rows = np.asarray(chosen.rows)
     if steering.available:
@@ -102,6 +105,10 @@ def run(ctx: VerifyContext) -> StepDistributions:
         reference_lines_seen=len(steering.runs),
         rare_lines={f"{ds.base_name(f)}:{n}": round(steering.share((f, n)), 5) for f, n in rare},
         rare_events={e: round(steering.event_share(e), 5) for e in steering.rare_events()},
+        event_seeking={
+            "steps": steering.seek_steps,
+            "witnesses": {e: len(rows) for e, rows in sorted(steering.sought.items())},
+        },
         lines_untested={ds.base_name(f): lines for f, lines in untested.items()},
     )
     detect = {}

@@ -18,7 +18,9 @@ horizon, and states that make the reference run lines of its step nothing else r
    coverage): an event that fewer than ``RARE_SHARE`` of the candidates' steps fire is a *rare
    event*, and up to ``RARE_WITNESSES`` candidates that fired it are its witnesses. Events
    reach what line coverage cannot: a branch inside a library the reference calls (UNO's
-   reshuffle is in rlcard, not in the adapter file coverage counts).
+   reshuffle is in rlcard, not in the adapter file coverage counts). An event with fewer
+   witnesses than that among the candidates (none at all: FrozenLake's goal) is sought beyond
+   them (``distribution_seek.py``).
 3. **Selection.** Every witness is tested (rare-branch and rare-event witnesses with
    ``RARE_FACTOR`` times the samples: the rare-event checks), and ``[rng] states`` (times
    ``--scale``) more states spread over the sources; then ``SCREEN_STATES`` states are
@@ -99,14 +101,21 @@ class Steering:
     """Candidates stepped (for the events' shares)."""
     events: dict[str, list[int]] = field(default_factory=dict)
     """Spec event -> the candidates whose step fired it."""
+    sought: dict[str, list[int]] = field(default_factory=dict)
+    """Spec event -> the candidates appended as its witnesses by ``distribution_seek``."""
+    seek_steps: int = 0
 
     def event_share(self, name: str) -> float:
         return len(self.events.get(name, [])) / max(1, self.stepped)
 
+    def fired(self, name: str) -> list[int]:
+        return self.events.get(name, []) + self.sought.get(name, [])
+
     def rare_events(self) -> list[str]:
         return sorted(
-            e for e, rows in self.events.items() if rows and self.event_share(e) < RARE_SHARE
-        )
+            e for e in {**self.events, **self.sought}
+            if self.fired(e) and self.event_share(e) < RARE_SHARE
+        )  # fmt: skip
 
     def share(self, line: Line) -> float:
         """The estimated share of candidates whose step runs ``line`` (from chunk counts)."""
@@ -304,9 +313,11 @@ def _event_witnesses(chosen: Selection, steering: Steering, samples: int) -> Non
     """Up to ``RARE_WITNESSES`` candidates per rare spec event, spread over those that fired
     it, tested with ``samples`` (a line witness among them gets them too)."""
     for event in steering.rare_events():
-        fired = steering.events[event]
+        fired = steering.fired(event)
         picks = [fired[i] for i in np.linspace(0, len(fired) - 1, RARE_WITNESSES).astype(int)]
-        why = f"a rare event of the spec ({event}: {steering.event_share(event):.2%} of candidate steps)"
+        sought = len(steering.sought.get(event, []))
+        how = f"; {sought} found by seeking" if sought else ""
+        why = f"a rare event of the spec ({event}: {steering.event_share(event):.2%} of candidate steps{how})"
         for row in dict.fromkeys(picks):
             if row in chosen.rows:
                 at = chosen.rows.index(row)
