@@ -39,14 +39,14 @@ fn chunk_size(n: usize) -> usize {
 fn field_error(name: &str, error: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(format!("field {name}: {error}"))
 }
-
+#[track_caller]
 fn expect_len(what: &str, got: usize, want: usize) -> PyResult<()> {
     if got == want {
         Ok(())
     } else {
-        Err(PyValueError::new_err(format!(
-            "{what} has {got} elements, expected {want}"
-        )))
+        let at = std::panic::Location::caller(); // the caller's line, as a panic would say
+        let at = format!("{}:{}:{}", at.file(), at.line(), at.column());
+        Err(PyValueError::new_err(format!("{what} has {got} elements, expected {want} (at {at})")))
     }
 }
 
