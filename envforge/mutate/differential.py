@@ -154,7 +154,7 @@ class Differential:
 
     def _reset_distributions(self, a: State, b: State, result: DifferentialResult) -> None:
         """Sync mode: resets are random draws, so only their distributions must agree (KS and
-        support tests per component, as L1 does)."""
+        support tests per component, as L1 does, and the paired shift test of the same seeds)."""
         alpha = self.spec.verify.alpha / max(1, len(self.spec.state))
         for f in self.spec.state:
             x = a[f.name].reshape(len(a[f.name]), -1).astype(np.float64)
@@ -165,15 +165,12 @@ class Differential:
                 slack = self.spec.tolerance(f.name)[0] if f.np_dtype.kind == "f" else 0.0
                 p_ks = float(stats.ks_2samp(x[:, j], y[:, j]).pvalue)
                 p_support, seen = support_pvalue(x[:, j], y[:, j], slack)
-                p = 2 * min(p_ks, p_support)
+                p_paired = paired_shift_pvalue(x[:, j], y[:, j])
+                p = 3 * min(p_ks, p_support, p_paired)
                 if p < alpha:
-                    self._note(
-                        result,
-                        [f.name],
-                        "reset distribution",
-                        test="KS" if p_ks <= p_support else seen,
-                        p_value=p,
-                    )
+                    test = "KS" if p_ks <= min(p_support, p_paired) else seen
+                    test = "paired shift" if p_paired < min(p_ks, p_support) else test
+                    self._note(result, [f.name], "reset distribution", test=test, p_value=p)
 
     def _actions(self, n: int, most: int = ACTIONS_PER_STATE) -> list[np.ndarray]:
         """Action batches to step ``n`` states under: every discrete action when there are at
@@ -312,6 +309,29 @@ class Differential:
         except Exception as e:  # noqa: BLE001 - the original failed: no evidence either way
             result.inconclusive = f"original raised {type(e).__name__}: {str(e)[:300]}"
         return result
+
+
+PAIRED_MAX_VALUES = 32
+
+
+def paired_shift_pvalue(x: np.ndarray, y: np.ndarray) -> float:
+    """Both sides reset from the same seeds (row by row): per value v, the seeds where only
+    the original gives v against those where only the mutant does. Whenever the two
+    distributions agree (the mutant's draws the same, re-keyed or independent) the two counts
+    are equal in expectation, so a one-way excess is a changed distribution: a binomial test
+    per value, Bonferroni over the values (at most ``PAIRED_MAX_VALUES``, else 1). Far more
+    powerful than KS on the two samples: taxi's fickle passenger at 0.33 instead of 0.3 moves
+    3% of seeds one way, which KS over 4096 seeds does not see."""
+    values = np.unique(np.concatenate([x, y]))
+    if len(values) > PAIRED_MAX_VALUES:
+        return 1.0
+    p = 1.0
+    for v in values:
+        only_x = int(np.sum((x == v) & (y != v)))
+        only_y = int(np.sum((x != v) & (y == v)))
+        if only_x + only_y:
+            p = min(p, float(stats.binomtest(only_x, only_x + only_y).pvalue))
+    return min(1.0, p * len(values))
 
 
 def _rows(mask: np.ndarray, like: np.ndarray) -> np.ndarray:
