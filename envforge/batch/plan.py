@@ -20,8 +20,9 @@ from envforge.cost.prices import Price, load_price_table, price_from_options
 from envforge.errors import BadInput
 from envforge.levels import parse_levels
 from envforge.prompts.render import target
+from envforge.resolve import resolve_spec
 from envforge.spec import EnvSpec
-from envforge.spec_lookup import reference_file, references_dirs, spec_for_name, spec_for_reference
+from envforge.spec_lookup import reference_file, references_dirs
 from envforge.translate.orchestrate import RepairConfig
 from envforge.translate.workspace import check_out_dir
 from envforge.verify.context import VerifyOptions
@@ -112,16 +113,18 @@ def _plan(manifest: Manifest, entry: JobEntry) -> JobPlan:
 
 def _spec(manifest: Manifest, entry: JobEntry) -> EnvSpec:
     """``ref`` as ``envforge translate --ref`` takes it (files relative to the manifest), or
-    the name of a known env; ``spec``, when given, describes that reference."""
+    the name of a known env; ``spec``, when given, describes that reference. The resolver
+    every command uses decides (``envforge/resolve.py``); only the paths are the manifest's."""
     spec = str(manifest.resolve(entry.spec)) if entry.spec is not None else None
     source = reference_file(entry.ref)
     if source is not None and not manifest.resolve(str(source)).exists():
         known = any((refs / entry.ref / "env.toml").is_file() for refs in references_dirs())
         if known and spec is None:
-            return spec_for_name(entry.ref)
+            return resolve_spec(entry.ref, command="batch")
+    ref = entry.ref
     if source is not None and not source.is_absolute():
-        return spec_for_reference(str(manifest.root / entry.ref), spec)
-    return spec_for_reference(entry.ref, spec)
+        ref = str(manifest.root / entry.ref)
+    return resolve_spec(None, ref, spec, command="batch")
 
 
 def with_sandbox(plan: JobPlan, sandbox: str) -> JobPlan:
