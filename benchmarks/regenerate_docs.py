@@ -2,6 +2,11 @@
 
     .venv/bin/python benchmarks/regenerate_docs.py                 # pong and cartpole, full
     .venv/bin/python benchmarks/regenerate_docs.py --envs pong --quick
+    # re-measure only some rows and merge them into docs/bench/<env>.json (no Markdown):
+    .venv/bin/python benchmarks/regenerate_docs.py --envs uno --targets rust --quick
+    .venv/bin/python benchmarks/regenerate_docs.py --envs halfcheetah \
+        --port generated/halfcheetah/brax --quick --quick-batch 1,16 --policy random \
+        --resets fresh --steps-per-call 64
 
 Never edit docs/BENCHMARKS.md by hand: every number in it comes from this script's run.
 """
@@ -9,6 +14,7 @@ Never edit docs/BENCHMARKS.md by hand: every number in it comes from this script
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -20,6 +26,7 @@ from envforge.bench.markdown import section
 from envforge.bench.measure import BenchSettings
 from envforge.bench.suite import find_ports, run_bench
 from envforge.bench.train_table import load_results, training_section
+from envforge.resolve import candidate_port
 from envforge.spec_lookup import spec_for_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,12 +39,14 @@ def load() -> str:
 
 
 def machine_line(reports: list[BenchReport]) -> str:
-    """The CPU each env was measured on (runs re-rendered from JSON may come from different
-    machines of this kind: say which env ran where)."""
+    """The CPU each env was measured on (runs re-rendered from JSON, and rows merged in by
+    --targets/--port, may come from different machines of this kind: say which ran where)."""
     first = reports[0].machine
     cpus: dict[str, list[str]] = {}
     for r in reports:
         cpus.setdefault(r.machine["cpu"], []).append(r.env)
+        for impl, where in r.separately_measured():  # rows merged in from another run
+            cpus.setdefault(where.get("cpu") or "?", []).append(f"{r.env} `{impl}`")
     where = (
         first["cpu"]
         if len(cpus) == 1
@@ -45,6 +54,62 @@ def machine_line(reports: list[BenchReport]) -> str:
     )
     system = first.get("system") or "kernel and Python not recorded in the JSON"
     return f"{where}, {first['cores']} cores, {first['memory_gib']} GiB RAM, {system}."
+
+
+def settings_from(args: argparse.Namespace) -> tuple[BenchSettings, str]:
+    """The settings asked for, and the `envforge bench` flags that give the same."""
+    quick_batch = tuple(int(b) for b in args.quick_batch.split(","))
+    settings = (
+        BenchSettings(batch_sizes=quick_batch, repeats=3, min_run_s=0.1)
+        if args.quick
+        else BenchSettings()
+    )
+    flags = f" --batch {args.quick_batch} --repeats 3 --min-run 0.1" if args.quick else ""
+    if args.policy:
+        settings = dataclasses.replace(settings, policies=tuple(args.policy.split(",")))
+        flags += f" --policy {args.policy}"
+    if args.resets:
+        settings = dataclasses.replace(settings, reset_modes=tuple(args.resets.split(",")))
+        flags += f" --resets {args.resets}"
+    if args.steps_per_call:
+        settings = dataclasses.replace(settings, steps_per_call=args.steps_per_call)
+        flags += f" --steps-per-call {args.steps_per_call}"
+    return settings, flags
+
+
+def refresh_rows(
+    env: str, args: argparse.Namespace, settings: BenchSettings, docs: Path
+) -> BenchReport:
+    """Measure only the rows asked for (``--targets``, ``--port``) and merge them into the
+    env's recorded docs/bench/<env>.json, every other row left as recorded."""
+    spec = spec_for_name(env)
+    recorded_path = docs / "bench" / f"{env}.json"
+    if not recorded_path.exists():
+        raise SystemExit(f"{recorded_path} does not exist: run a full regenerate of {env} first")
+    recorded = BenchReport.from_dict(json.loads(recorded_path.read_text()))
+    wanted = [t.strip() for t in (args.targets or "").split(",") if t.strip()]
+    labels = [t for t in wanted if t != "reference"]
+    ports = find_ports(spec, labels) if labels else []
+    missing = sorted(set(labels) - {label for label, _ in ports})
+    if missing:
+        raise SystemExit(f"{env}: no port {', '.join(missing)} (see generated/{env}/)")
+    if args.port:
+        _, path = candidate_port(spec, args.port, None)
+        ports.append((args.label or path.name, path))
+    report = run_bench(
+        spec,
+        settings,
+        ports,
+        command="python benchmarks/regenerate_docs.py " + " ".join(sys.argv[1:]),
+        progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True),
+        reference="reference" in wanted,
+        need_ports=False,
+    )
+    merged = recorded.merged(report)
+    merged.plot(str(docs / "img" / f"bench-{env}.png"))
+    recorded_path.write_text(json.dumps(merged.to_dict(), indent=2))
+    print(f"merged {len(report.measurements)} rows into {recorded_path}", file=sys.stderr)
+    return merged
 
 
 def main() -> int:
@@ -64,14 +129,37 @@ def main() -> int:
     parser.add_argument(
         "--out", default=str(DOCS / "BENCHMARKS.md"), help="where to write the Markdown"
     )
-    args = parser.parse_args()
-    quick_batch = tuple(int(b) for b in args.quick_batch.split(","))
-    settings = (
-        BenchSettings(batch_sizes=quick_batch, repeats=3, min_run_s=0.1)
-        if args.quick
-        else BenchSettings()
+    parser.add_argument(
+        "--targets",
+        help="re-measure only these rows (port labels as in generated/<env>/, e.g. jax,rust,"
+        " and/or 'reference') and merge them into docs/bench/<env>.json; the other rows stay "
+        "as recorded, and docs/BENCHMARKS.md is not rewritten (re-render with --from-json)",
     )
-    flags = f" --batch {args.quick_batch} --repeats 3 --min-run 0.1" if args.quick else ""
+    parser.add_argument(
+        "--port",
+        help="measure this one port folder (an extra or candidate port) and merge its rows "
+        "into docs/bench/<env>.json as --targets does (one env only)",
+    )
+    parser.add_argument("--label", help="with --port: its rows' label (default: folder name)")
+    parser.add_argument("--policy", help="random, mlp or random,mlp (default both)")
+    parser.add_argument("--resets", help="JAX auto-reset: fresh, first or fresh,first")
+    parser.add_argument("--steps-per-call", type=int, help="env steps per jitted JAX call")
+    parser.add_argument(
+        "--docs", default=str(DOCS), help="with --targets/--port: the docs folder to merge into"
+    )
+    args = parser.parse_args()
+    settings, flags = settings_from(args)
+    if args.port and "," in args.envs:
+        parser.error("--port measures one env's port: give one env with --envs")
+    if (args.targets or args.port) and args.from_json:
+        parser.error("--targets/--port measure; --from-json does not")
+    if args.targets or args.port:
+        docs = Path(args.docs)
+        (docs / "img").mkdir(parents=True, exist_ok=True)
+        for env in args.envs.split(","):
+            refresh_rows(env, args, settings, docs)
+        print("docs/BENCHMARKS.md not rewritten: re-render with --from-json", file=sys.stderr)
+        return 0
     (DOCS / "img").mkdir(parents=True, exist_ok=True)
     (DOCS / "bench").mkdir(parents=True, exist_ok=True)
     sections = []
@@ -109,7 +197,11 @@ def main() -> int:
         "# Benchmarks",
         "",
         "Generated by `benchmarks/regenerate_docs.py` on "
-        f"{now}; do not edit by hand (re-run the script). Raw numbers: `docs/bench/<env>.json`.",
+        f"{now}; do not edit by hand (re-run the script). Raw numbers: `docs/bench/<env>.json`. "
+        "One port's rows can be measured again without the rest (`--targets jax,rust`, "
+        "`--targets reference`, or `--port PATH` for an extra or candidate port): they replace "
+        "that port's rows in the env's JSON, and its section names their own date, CPU, load "
+        "and command.",
         "",
         "The hand-written JAX ports run with their speed layer on (`envforge/speed_layer.py`); "
         "what it gains, measured on and off side by side, is in `docs/SPEED_LAYER.md`.",

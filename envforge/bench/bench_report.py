@@ -171,6 +171,48 @@ class BenchReport:
             skipped=data.get("skipped", []),
         )
 
+    def merged(self, newer: BenchReport) -> BenchReport:
+        """This report with ``newer``'s rows in place of its own: each (implementation,
+        policy) series ``newer`` measured replaces the same series here whole (so one line
+        of the table never mixes two runs), every other row stays as recorded. The new rows
+        carry their own run's date, CPU, load and command (``Measurement.measured``); this
+        report's date, machine, command and step cost stay, and are still the other rows'."""
+        if newer.env != self.env:
+            raise ValueError(f"cannot merge a {newer.env} run into the {self.env} report")
+        mine = newer.machine
+        stamp = {
+            "date": newer.date,
+            "cpu": mine.get("cpu"),
+            "cores": mine.get("cores"),
+            "load_before": list(mine.get("load_before") or []),
+            "command": newer.command,
+        }
+        replaced = {(m.implementation, m.policy) for m in newer.measurements}
+        kept = [m for m in self.measurements if (m.implementation, m.policy) not in replaced]
+        fresh = [
+            Measurement.from_dict({**m.to_dict(), "measured": stamp}) for m in newer.measurements
+        ]
+        return BenchReport(
+            env=self.env,
+            reference=self.reference,
+            settings=self.settings,
+            machine=self.machine,
+            date=self.date,
+            command=self.command,
+            measurements=kept + fresh,
+            cost=self.cost or newer.cost,
+            skipped=[s for s in self.skipped if not any(s.startswith(i) for i, _ in replaced)]
+            + newer.skipped,
+        )
+
+    def separately_measured(self) -> list[tuple[str, dict[str, Any]]]:
+        """(implementation, where and when) of each series merged in from another run."""
+        seen: dict[str, dict[str, Any]] = {}
+        for m in self.measurements:
+            if m.measured is not None:
+                seen.setdefault(m.implementation, m.measured)
+        return list(seen.items())
+
     # ---- rendering ----------------------------------------------------------------------
     def sps_table(self) -> Table:
         batches = sorted({m.batch for m in self.measurements})

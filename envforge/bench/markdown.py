@@ -80,6 +80,21 @@ def summary_table(report: BenchReport) -> list[str]:
     return lines
 
 
+def separate_rows(report: BenchReport) -> list[str]:
+    """A line per series merged in from another run (``regenerate_docs.py --targets/--port``):
+    its own date, CPU, load and command, since the header above is the other rows'."""
+    lines = []
+    for impl, where in report.separately_measured():
+        load = where.get("load_before") or []
+        load_text = f"load average before {load[0]:.2f}" if load else "load not recorded"
+        lines.append(
+            f"The `{impl}` rows were measured separately, {where.get('date')} on "
+            f"{where.get('cpu')} ({where.get('cores')} cores), {load_text}: "
+            f"`{where.get('command')}`."
+        )
+    return [*lines, ""] if lines else []
+
+
 def section(report: BenchReport, plot: str | None = None) -> str:
     m = report.machine
     cost = report.cost or {}
@@ -95,6 +110,7 @@ def section(report: BenchReport, plot: str | None = None) -> str:
         report.command,
         "```",
         "",
+        *separate_rows(report),
         "Env steps per second (median of "
         f"{report.settings.get('repeats')} runs of at least {report.settings.get('min_run_s')} s, "
         "taken in rounds across each implementation's configurations; compile time excluded):",

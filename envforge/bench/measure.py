@@ -55,6 +55,10 @@ class Measurement:
     compile_s: float | None = None
     """Trace + compile time (JAX) or build time (C), excluded from ``runs_sps``."""
     note: str = ""
+    measured: dict[str, Any] | None = None
+    """Where and when this row was measured, when that differs from its report's run (a row
+    merged in by ``benchmarks/regenerate_docs.py --targets/--port``): date, cpu, cores,
+    load_before, command. None: the report's own date, machine and command."""
 
     @property
     def sps(self) -> float | None:
@@ -65,7 +69,7 @@ class Measurement:
         return statistics.median(self.runs_cpu_sps) if self.runs_cpu_sps else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "implementation": self.implementation,
             "role": self.role,
             "policy": self.policy,
@@ -77,6 +81,9 @@ class Measurement:
             "compile_s": self.compile_s,
             "note": self.note,
         }
+        if self.measured is not None:
+            out["measured"] = self.measured
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Measurement:
@@ -89,6 +96,7 @@ class Measurement:
             runs_cpu_sps=[float(x) for x in data.get("runs_cpu_sps", [])],
             compile_s=data.get("compile_s"),
             note=data.get("note", ""),
+            measured=data.get("measured"),
         )
 
 

@@ -133,9 +133,12 @@ def run_bench(
     command: str = "",
     progress: Progress | None = None,
     sandbox: Sandbox | None = None,
+    reference: bool = True,
+    need_ports: bool = True,
 ) -> BenchReport:
-    """The reference (our own code: a spawned process) and each port (in ``sandbox``; a
-    spawned process when it is None, ``--sandbox none``)."""
+    """The reference (our own code: a spawned process; skipped when ``reference`` is False,
+    for rows to merge into an earlier report) and each port (in ``sandbox``; a spawned
+    process when it is None, ``--sandbox none``)."""
 
     def port_job(name: str, args: tuple, env: dict[str, str] | None = None) -> dict[str, Any]:
         if sandbox is None:  # --sandbox none: a plain spawned process
@@ -160,7 +163,7 @@ def run_bench(
         if progress:
             progress(msg)
 
-    if not ports:
+    if not ports and (need_ports or not reference):
         raise BadInput(f"no port of {spec.name} to benchmark (looked for generated/{spec.name}/*)")
     say("measuring memory bandwidth and peak FLOP/s")
     machine = run_job(_job_machine)
@@ -172,9 +175,10 @@ def run_bench(
         date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         command=command,
     )
-    say(f"reference {spec.reference}")
-    ref = run_job(_job_reference, (spec, settings))
-    report.measurements.extend(Measurement.from_dict(m) for m in ref["measurements"])
+    if reference:
+        say(f"reference {spec.reference}")
+        ref = run_job(_job_reference, (spec, settings))
+        report.measurements.extend(Measurement.from_dict(m) for m in ref["measurements"])
     for target, path in ports:
         label = f"{target} port" + (" (strict)" if settings.strict_float else "")
         kind = target_of_port(path)
