@@ -1,4 +1,4 @@
-"""Run the mutation campaigns and regenerate docs/MUTATE_RESULTS.md (never edit it by hand).
+"""Run the mutation campaigns (their JSON) and render docs/MUTATE_RESULTS.md from them.
 
     .venv/bin/python benchmarks/mutation_results.py                       # pong and cartpole, JAX and Rust
     .venv/bin/python benchmarks/mutation_results.py --envs pong --targets rust --max 20 --scale 0.2
@@ -7,12 +7,16 @@
     .venv/bin/python benchmarks/mutation_results.py --envs halfcheetah --targets jax --max 20 \
         --scale 0.3 --jobs 1 --no-differential    # MJX: jaxlib's batched Cholesky hung in-process
     .venv/bin/python benchmarks/mutation_results.py --render-only         # the page from the JSONs
+    .venv/bin/python benchmarks/mutation_results.py --envs pong --render  # a campaign, then the page
     .venv/bin/python benchmarks/mutation_results.py --envs uno --rerun clip:294:1 \
         --time-limit 3600 --why "its full differential outlasted the campaign's worker limit"
 
 Each campaign is `envforge mutate <env> --target T --max N --scale S [--seed-sweep K --jobs J]`;
 its JSON goes to
-docs/mutate/ (`<env>.json` for the JAX port, `<env>-<target>.json` for another).
+docs/mutate/ (`<env>.json` for the JAX port, `<env>-<target>.json` for another). A campaign
+(or `--rerun`) writes only its JSON: the page (docs/MUTATE_RESULTS.md, never edited by hand)
+is rewritten by `--render-only`, or after the campaign with `--render`. Until 2026-12-03 every
+campaign rewrote the page, so campaigns run side by side overwrote each other's render.
 """
 
 from __future__ import annotations
@@ -315,6 +319,12 @@ def main() -> int:
     )
     parser.add_argument("--render-only", action="store_true", help="rewrite the page only")
     parser.add_argument(
+        "--render",
+        action="store_true",
+        help="after the campaign (or --rerun), rewrite docs/MUTATE_RESULTS.md too; without it "
+        "a campaign writes only its docs/mutate/<name>.json",
+    )
+    parser.add_argument(
         "--rerun",
         default=None,
         help="mutant ids (comma-separated) of the env's recorded campaign to run again apart "
@@ -338,7 +348,7 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     if args.rerun:
         rerun(args)
-        args.render_only = True
+        return render_page() if args.render else 0
     campaigns = [] if args.render_only else args.envs.split(",")
     sweep = None if args.seed_sweep is None else parse_seed_sweep(args.seed_sweep)
     targets = args.targets.split(",")
@@ -385,6 +395,15 @@ def main() -> int:
             )
             data["port"] = args.port
         campaign_path(env, label).write_text(json.dumps(data, indent=2))
+        print(f"wrote {campaign_path(env, label)}", file=sys.stderr)
+    if args.render_only or args.render:
+        return render_page()
+    print("docs/MUTATE_RESULTS.md not rewritten (--render-only renders it)", file=sys.stderr)
+    return 0
+
+
+def render_page() -> int:
+    """docs/MUTATE_RESULTS.md from every docs/mutate/*.json."""
     now = utc_now()
     lines = [
         "# Mutation testing results",
