@@ -37,6 +37,10 @@ Port = Annotated[
     str | None,
     _port_option("The port: a folder or module (default: the env's shipped --target port)."),
 ]
+CheckedPort = Annotated[
+    str | None,
+    _port_option("A port (a folder or module) to run the cases on too (default: none)."),
+]
 CandidatePort = Annotated[
     str | None, _port_option("A candidate port (a folder or module) instead of the shipped one.")
 ]

@@ -64,7 +64,7 @@ def check_command(
     ),
     cases: Path = typer.Option(None, "--cases", help="Rule cases (default: the env's)."),
     spec: Path = typer.Option(None, "--spec", help="The env.toml (default: the env's)."),
-    port: options.Port = None,
+    port: options.CheckedPort = None,
     sandbox: options.Sandbox = "auto",
     as_json: options.Json = False,
 ) -> None:
