@@ -12,6 +12,11 @@ trip count of every ``scan`` around it (a ``fori_loop`` with static bounds is a 
 mean trips of every ``while_loop`` around it, measured at this batch's first states and actions
 (``loop_trips.py``; under ``vmap`` the batch's longest; counted once where not measured). ``select_n`` equations are counted
 by line: under ``vmap`` a ``cond`` with a batched predicate becomes both branches plus a select.
+
+By default the profiled call is ``vmap(step)`` alone, so a cost in ``reset`` never shows. With
+``--include-reset`` it is the body of the bench's fresh-reset loop (``jax_loop.make_rollout``
+less the policy): step, a reset of every env, ``where(done, reset, next)`` and ``observe``, so
+the reset's lines (Leduc's re-deal) are weighed beside the step's, as the bench pays them.
 """
 
 from __future__ import annotations
@@ -156,7 +161,39 @@ def _xla_cost(compiled: Any) -> dict[str, float]:
     return {name: float((cost or {}).get(key, 0.0)) for name, key in keys.items()}
 
 
-def _job_profile(spec: EnvSpec, port: str, batch: int) -> dict[str, Any]:
+STEP_ONLY = "one jit(vmap(step)) call"
+WITH_RESET = (
+    "one step of the bench's fresh-reset loop (vmap of step, reset of every env, "
+    "where(done, reset, next), observe)"
+)
+
+
+def loop_body(module: Any) -> Any:
+    """``body(states, actions, seeds) -> (states, obs, reward)``: the bench's fresh-reset loop
+    step without its policy (``jax_loop.make_rollout``), not jitted."""
+    import jax
+    import jax.numpy as jnp
+
+    step, reset = jax.vmap(module.step), jax.vmap(module.reset)
+    observe = jax.vmap(module.observe)
+
+    def body(states: Any, actions: Any, seeds: Any) -> Any:
+        after, _, reward, terminated, truncated = step(states, actions)
+        done = terminated | truncated
+        fresh = reset(seeds)
+
+        def pick(f: jax.Array, a: jax.Array) -> jax.Array:
+            return jnp.where(done.reshape(done.shape + (1,) * (a.ndim - 1)), f, a)
+
+        state = jax.tree_util.tree_map(pick, fresh, after)
+        return state, observe(state), reward
+
+    return body
+
+
+def _job_profile(
+    spec: EnvSpec, port: str, batch: int, include_reset: bool = False
+) -> dict[str, Any]:
     import jax
     import jax.numpy as jnp
 
@@ -173,21 +210,22 @@ def _job_profile(spec: EnvSpec, port: str, batch: int) -> dict[str, Any]:
         actions = (jnp.arange(batch) % spec.action.n).astype(spec.action.dtype).reshape(shape)
     else:
         actions = jnp.zeros(shape, spec.action.dtype)
-    batched = jax.vmap(module.step)
-    closed = jax.make_jaxpr(batched)(states, actions)
+    batched = loop_body(module) if include_reset else jax.vmap(module.step)
+    args: tuple[Any, ...] = (states, actions)
+    if include_reset:
+        args += (jnp.arange(batch, 2 * batch, dtype=jnp.uint32),)
+    closed = jax.make_jaxpr(batched)(*args)
     started = time.perf_counter()
-    compiled = jax.jit(batched).lower(states, actions).compile()
+    compiled = jax.jit(batched).lower(*args).compile()
     compile_s = time.perf_counter() - started
-    jax.block_until_ready(compiled(states, actions))
+    jax.block_until_ready(compiled(*args))
     times: list[float] = []
     while sum(times) < MIN_TIMED_S or len(times) < 5:
         started = time.perf_counter()
-        jax.block_until_ready(compiled(states, actions))
+        jax.block_until_ready(compiled(*args))
         times.append(time.perf_counter() - started)
     has_while = "while[" in str(closed.jaxpr)
-    measured = (
-        while_trips(closed, *jax.tree_util.tree_leaves((states, actions))) if has_while else {}
-    )
+    measured = while_trips(closed, *jax.tree_util.tree_leaves(args)) if has_while else {}
     walk = Walk(folder, measured)
     walk.walk(closed.jaxpr, 1.0)
     sources = {
@@ -198,6 +236,7 @@ def _job_profile(spec: EnvSpec, port: str, batch: int) -> dict[str, Any]:
         "env": spec.name,
         "port_file": str(module_file.relative_to(folder)),
         "batch": batch,
+        "profiled": WITH_RESET if include_reset else STEP_ONLY,
         "device": str(jax.devices()[0].platform),
         "compile_s": compile_s,
         "step_s": float(np.median(times)),
@@ -214,9 +253,11 @@ PROFILE_TIMEOUT_S = 900.0
 """Limit on one sandboxed profile, start to result (a trace, a compile, a second of timing)."""
 
 
-def run_profile(spec: EnvSpec, port: Path, batch: int, sandbox: Sandbox | None) -> dict[str, Any]:
+def run_profile(
+    spec: EnvSpec, port: Path, batch: int, sandbox: Sandbox | None, include_reset: bool = False
+) -> dict[str, Any]:
     """The profile of ``port`` at ``batch``, computed in ``sandbox`` (None: ``--sandbox none``)."""
-    args = (spec, str(port), batch)
+    args = (spec, str(port), batch, include_reset)
     if sandbox is None:  # --sandbox none: a plain spawned process
         result = run_job(_job_profile, args)
     else:

@@ -48,14 +48,16 @@ def checked(result: Any) -> dict[str, Any]:
 def render(profile: dict[str, Any], console: Console, top: int = 15) -> None:
     xla, batch, step_s = profile["xla"], profile["batch"], profile["step_s"]
     console.print(
-        f"{profile['env']} port {profile['port_file']}: one jit(vmap(step)) call at batch "
+        f"{profile['env']} port {profile['port_file']}: "
+        f"{profile.get('profiled', 'one jit(vmap(step)) call')} at batch "
         f"{batch} takes {step_s * 1e6:,.1f} us ({batch / step_s:,.0f} steps/s, "
         f"median of {profile['timed_calls']} calls on {profile['device']}; compile "
         f"{profile['compile_s']:.2f} s)",
         highlight=False,
     )
     console.print(
-        f"XLA cost analysis of the compiled step: {xla.get('flops', 0):,.0f} flops, "
+        "XLA cost analysis of the compiled call: "
+        f"{xla.get('flops', 0):,.0f} flops, "
         f"{xla.get('transcendentals', 0):,.0f} transcendentals, "
         f"{xla.get('bytes', 0):,.0f} bytes accessed",
         highlight=False,
@@ -99,16 +101,26 @@ def render_rust(profile: dict[str, Any], console: Console, top: int = 15) -> Non
     batch = profile["batch"]
     console.print(
         f"{profile['env']} Rust port {escape(profile['port_file'])}: one EnvBatch.step at batch "
-        f"{batch} takes {profile['step_s'] * 1e6:,.1f} us; the loop (step, reset_where, observe) "
-        f"runs {profile['steps_per_s']:,.0f} steps/s over {profile['calls']} calls",
+        f"{batch} takes {profile['step_s'] * 1e6:,.1f} us; the loop runs "
+        f"{profile['steps_per_s']:,.0f} steps/s over {profile['calls']} calls",
         highlight=False,
     )
+    console.print(escape(f"loop: {profile.get('loop', 'step, reset_where, observe')}"))
     methods = Table(title="time by EnvBatch method (the job's clock around each call)")
-    for name in ("share", "method", "seconds"):
+    for name in ("share", "method", "seconds", "calls"):
         methods.add_column(name, justify="left" if name == "method" else "right")
     for row in profile["methods"]:
-        methods.add_row(f"{row['share']:.1%}", row["method"], f"{row['seconds']:.3f}")
+        calls = row.get("calls")
+        methods.add_row(
+            f"{row['share']:.1%}", row["method"], f"{row['seconds']:.3f}", f"{calls or '-'}"
+        )
     console.print(methods)
+    if profile.get("include_reset"):
+        console.print(
+            "reset: --include-reset's second batch, reset whole once per loop step (not in "
+            "the loop's steps/s; its share is of all the time above)",
+            highlight=False,
+        )
     console.print(escape(f"by function: {profile['sampling']}"), highlight=False)
     if profile["functions"]:
         table = Table(title="top functions by share of samples (inlined code counts in its caller)")

@@ -2,15 +2,22 @@
 
 Computed as a job in the sandbox the user chose (``--sandbox``), like the JAX profile: the job
 loads the port's extension (built or cached as the verifier builds it), steps a batch of ``B``
-envs the way bench does (random actions, ``reset_where`` for ended envs), and measures time
-two ways, saying which it used:
+envs with bench's own loop (``rust_loop.stepper``: random actions, ``reset_where`` for ended
+envs and one ``observe`` after a step that reset any; until 2026-12-03 the profile observed
+after every step, which bench does not, doubling ``observe``'s share), and measures time two
+ways, saying which it used:
 
 - **by function**, with ``perf record`` sampling the job's own process at 1999 Hz while it steps
   (``perf report --sort dso,symbol``), when ``perf`` is on the PATH and the kernel lets a
   process be sampled; a release build keeps its symbols, but what rustc inlined is counted in
   the function it was inlined into;
 - **by EnvBatch method** (``step``, ``reset_where``, ``observe``), timed by the job's clock
-  around each call: always, and the only figure where perf is missing or refused.
+  around each call, with each method's call count: always, and the only figure where perf is
+  missing or refused.
+
+``--include-reset`` adds a ``reset`` row: a second batch of ``B`` envs reset whole
+(``EnvBatch.reset``) once per loop step, so a costly reset (Leduc's re-deal) shows even where
+episodes are long and ``reset_where`` seldom runs; that batch's resets are profiled too.
 """
 
 from __future__ import annotations
@@ -36,6 +43,10 @@ SAMPLE_HZ = 1999
 STEP_SECONDS = 2.0
 """CPU seconds of stepping sampled (and timed by method); at most a minute of wall time."""
 MAX_FUNCTIONS = 40
+LOOP = (
+    "envforge bench's Rust loop: step, then reset_where of the ended envs and one observe "
+    "of the batch after a step that ended any"
+)
 PROFILE_TIMEOUT_S = 900.0
 
 
@@ -74,47 +85,74 @@ def _perf_functions(pid: int, run: Any) -> tuple[list[dict[str, Any]], str]:
     return rows[:MAX_FUNCTIONS], f"perf record -F {SAMPLE_HZ} of the stepping process"
 
 
-def _job_profile_rust(spec: EnvSpec, port: str, batch: int) -> dict[str, Any]:
+class Timed:
+    """An ``EnvBatch`` whose method calls are timed and counted (``hasattr`` sees the same
+    methods), so the profile can step it with bench's own loop."""
+
+    def __init__(self, batch: Any) -> None:
+        self._batch = batch
+        self.spent: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._batch, name)  # AttributeError where the port lacks it
+        if not callable(method):
+            return method
+
+        def timed(*args: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return method(*args)
+            finally:
+                self.spent[name] = self.spent.get(name, 0.0) + time.perf_counter() - started
+                self.calls[name] = self.calls.get(name, 0) + 1
+
+        return timed
+
+
+def _job_profile_rust(
+    spec: EnvSpec, port: str, batch: int, include_reset: bool = False
+) -> dict[str, Any]:
     from envforge.backends.rust import BATCH_CLASS, RustDriver
-    from envforge.verify.policies import random_actions
+    from envforge.bench.rust_loop import stepper
 
     crate = Path(port).resolve()
     driver = RustDriver(spec, crate)
-    envs = getattr(driver.module, BATCH_CLASS)(batch, False)
+    batch_class = getattr(driver.module, BATCH_CLASS)
+    envs = Timed(batch_class(batch, False))
     envs.reset(np.arange(batch, dtype=np.uint32))
     rng = np.random.default_rng(0)
-    obs = np.zeros((batch, *spec.observation.shape), spec.observation.dtype)
-    reward = np.zeros(batch, np.float32)
-    terminated, truncated = np.zeros(batch, bool), np.zeros(batch, bool)
-    actions = [random_actions(spec, rng, batch) for _ in range(16)]
+    one = stepper(spec, envs, batch, "random", {}, rng)
+    spare = Timed(batch_class(batch, False)) if include_reset else None
     seeds = [rng.integers(0, 2**32, batch, dtype=np.uint32) for _ in range(16)]
-    auto_reset = callable(getattr(envs, "reset_where", None))
-    spent = {"step": 0.0, "reset_where": 0.0, "observe": 0.0}
     calls = [0]
 
-    def one(k: int) -> None:
-        started = time.perf_counter()
-        envs.step(actions[k % 16], obs, reward, terminated, truncated)
-        spent["step"] += time.perf_counter() - started
-        if auto_reset:
-            started = time.perf_counter()
-            envs.reset_where(terminated | truncated, seeds[k % 16])
-            spent["reset_where"] += time.perf_counter() - started
-        started = time.perf_counter()
-        envs.observe(obs)
-        spent["observe"] += time.perf_counter() - started
+    def loop_step() -> None:
+        one()
+        if spare is not None:
+            spare.reset(seeds[calls[0] % 16])
         calls[0] += 1
 
     def run() -> None:  # CPU seconds, so that a busy machine still gives enough samples
         started, wall = time.process_time(), time.perf_counter()
         while time.process_time() - started < STEP_SECONDS and time.perf_counter() - wall < 60:
-            one(calls[0])
+            loop_step()
 
-    for k in range(3):  # warm: threads started, pages touched
-        one(k)
-    spent.update({name: 0.0 for name in spent})
+    for _ in range(3):  # warm: threads started, pages touched
+        loop_step()
+    for timed in (envs, spare):
+        if timed is not None:
+            timed.spent.clear()
+            timed.calls.clear()
     calls[0] = 0
     functions, method = _perf_functions(os.getpid(), run)
+    spent: dict[str, float] = {
+        name: envs.spent[name] for name in ("step", "reset_where", "observe") if name in envs.spent
+    }
+    counts: dict[str, int] = {name: envs.calls[name] for name in spent}
+    if spare is not None:
+        spent["reset"], counts["reset"] = spare.spent.get("reset", 0.0), spare.calls.get("reset", 0)
+    loop_s = sum(s for name, s in spent.items() if name != "reset")
     total = sum(spent.values())
     driver.close()
     return {
@@ -122,12 +160,14 @@ def _job_profile_rust(spec: EnvSpec, port: str, batch: int) -> dict[str, Any]:
         "port_file": crate.name,
         "batch": batch,
         "calls": calls[0],
-        "step_s": spent["step"] / max(calls[0], 1),
-        "steps_per_s": batch * calls[0] / max(total, 1e-9),
+        "loop": LOOP,
+        "include_reset": include_reset,
+        "step_s": spent.get("step", 0.0) / max(calls[0], 1),
+        "loop_s": loop_s / max(calls[0], 1),
+        "steps_per_s": batch * calls[0] / max(loop_s, 1e-9),
         "methods": [
-            {"method": name, "seconds": s, "share": s / max(total, 1e-9)}
+            {"method": name, "seconds": s, "share": s / max(total, 1e-9), "calls": counts[name]}
             for name, s in spent.items()
-            if name != "reset_where" or auto_reset
         ],
         "functions": functions,
         "sampling": method,
@@ -135,10 +175,10 @@ def _job_profile_rust(spec: EnvSpec, port: str, batch: int) -> dict[str, Any]:
 
 
 def run_profile_rust(
-    spec: EnvSpec, port: Path, batch: int, sandbox: Sandbox | None
+    spec: EnvSpec, port: Path, batch: int, sandbox: Sandbox | None, include_reset: bool = False
 ) -> dict[str, Any]:
     """The profile of the Rust crate ``port`` at ``batch``, computed in ``sandbox``."""
-    args = (spec, str(port), batch)
+    args = (spec, str(port), batch, include_reset)
     if sandbox is None:
         result = run_job(_job_profile_rust, args)
     else:

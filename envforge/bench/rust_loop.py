@@ -4,7 +4,10 @@ The port is built (or taken from the build cache) by the Rust backend; build tim
 its compile time and excluded. Each call steps the whole batch (rayon across envs, GIL released)
 and writes observations, rewards and flags into preallocated numpy buffers; then the envs whose
 episode ended are reset from fresh seeds with ``EnvBatch.reset_where`` (the auto-reset of the
-other loops). Random actions and reset seeds cycle through 16 pre-drawn arrays; the MLP policy
+other loops) and, after a step in which any was, the batch is observed again so the reset rows'
+observations are their new episodes' (as ``envforge.make``'s VectorEnv does; before 2026-12-03
+the loop skipped that observe, so the reset rows kept stale observations and the port did less
+work than node's loop, which observes every env after its step or reset). Random actions and reset seeds cycle through 16 pre-drawn arrays; the MLP policy
 is the JAX loop's, jitted, called on the observations each step, as a training loop with a JAX
 learner would act (numpy's ``tanh`` alone had held these rows to a few M steps/s).
 
@@ -64,7 +67,8 @@ def stepper(
     rng: np.random.Generator,
 ) -> Callable[[], None]:
     """One training-loop step of ``batch``: act, step into preallocated buffers, reset the envs
-    whose episode ended (when the port has ``reset_where``)."""
+    whose episode ended (when the port has ``reset_where``) and then observe the batch, so the
+    next action sees the reset rows' new observations."""
     obs = np.zeros((n, *spec.observation.shape), np.float32)
     batch.observe(obs)
     reward = np.zeros(n, np.float32)
@@ -81,7 +85,9 @@ def stepper(
         batch.step(actions, obs, reward, terminated, truncated)
         if auto_reset:
             np.logical_or(terminated, truncated, out=done)
-            batch.reset_where(done, fresh[k])
+            if done.any():
+                batch.reset_where(done, fresh[k])
+                batch.observe(obs)
 
     return call
 

@@ -26,11 +26,18 @@ def profile_command(
     top: int = typer.Option(
         15, "--top", callback=bounds.option(bounds.AT_LEAST_ONE), help="Lines in the table."
     ),
+    include_reset: bool = typer.Option(
+        False,
+        "--include-reset",
+        help="Weigh reset too: JAX profiles the bench loop's step (step, reset of every env, "
+        "where(done), observe); Rust adds a row timing a whole batch's reset per loop step.",
+    ),
     as_json: options.Json = False,
     sandbox: options.Sandbox = "auto",
 ) -> None:
     """Profile a port's batched step: JAX by source line (cost, loops, selects); Rust by
-    EnvBatch method and by function (perf where the machine has it; the output says)."""
+    EnvBatch method and by function (perf where the machine has it; the output says), stepped
+    with envforge bench's own Rust loop."""
     kind = get_target(target)
     if kind.profile is None:
         have = [t for t in target_names() if get_target(t).profile is not None]
@@ -44,7 +51,7 @@ def profile_command(
     opened = open_sandbox(choice.kind)
     console.print(choice.line(opened), highlight=False)
     with console.status(f"profiling {path} at batch {batch}"):
-        profile = kind.load_code("profile")(spec, path, batch, opened)
+        profile = kind.load_code("profile")(spec, path, batch, opened, include_reset)
     if as_json:
         print(json.dumps(profile, indent=2))
     else:

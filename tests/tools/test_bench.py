@@ -170,6 +170,41 @@ def test_rust_loop_steps_the_pong_crate_with_both_policies() -> None:
         assert m.compile_s is not None and m.compile_s >= 0
 
 
+class EndsEveryOtherStep:
+    """An EnvBatch stand-in: env 0's episode ends on every second step; it logs its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.steps = 0
+
+    def step(self, actions, obs, reward, terminated, truncated) -> None:  # noqa: ANN001
+        self.steps += 1
+        self.calls.append("step")
+        obs[:] = 1.0
+        terminated[:] = [self.steps % 2 == 0, False]
+        truncated[:] = False
+
+    def reset_where(self, done: np.ndarray, seeds: np.ndarray) -> None:
+        self.calls.append(f"reset_where {done.tolist()}")
+
+    def observe(self, obs: np.ndarray) -> None:
+        self.calls.append("observe")
+        obs[:] = 2.0
+
+
+def test_rust_loop_observes_the_batch_after_a_step_that_reset_an_env() -> None:
+    """The reset rows' observations are their new episodes' (node's loop observes every env
+    after its step or reset); a step that ended nothing calls neither reset_where nor observe."""
+    from envforge.bench.rust_loop import stepper
+
+    batch = EndsEveryOtherStep()
+    call = stepper(spec_for_name("cartpole"), batch, 2, "random", {}, np.random.default_rng(0))
+    batch.calls.clear()
+    call()
+    call()
+    assert batch.calls == ["step", "step", "reset_where [True, False]", "observe"]
+
+
 @pytest.mark.parametrize("env", ["pong", "pendulum"])
 def test_jitted_policy_acts_as_the_numpy_mlp(env: str) -> None:
     """The Rust loop's MLP (one jitted XLA call) chooses the numpy MLP's actions: the same

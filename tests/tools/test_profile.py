@@ -134,3 +134,26 @@ def test_profile_runs_a_hostile_port_inside_the_sandbox(
     assert code == 0, err[-3000:]
     assert json.loads(out)["lines"][0]["line"].startswith("pong.py:")  # it did run the port
     assert told not in out + err and not marker.exists()
+
+
+@needs_mounts
+def test_include_reset_weighs_a_costly_reset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`envforge profile` times step alone, where a cost in reset (Leduc's re-deal) never
+    shows; `--include-reset` profiles the bench loop's step, reset of every env included."""
+    port = copy_port(tmp_path)
+    module = port / "cartpole.py"
+    text = module.read_text()
+    anchor = "    return EnvState(x, x_dot, theta, theta_dot, jnp.int32(0))\n"
+    assert text.count(anchor) == 1
+    costly = "    x = x + (jnp.ones((64, 64)) @ jnp.ones((64, 64)))[0, 0] * 0\n"
+    module.write_text(text.replace(anchor, costly + anchor))
+    line = f"cartpole.py:{module.read_text().splitlines().index(costly.rstrip()) + 1}"
+    args = ["profile", "cartpole", "--port", str(port), "--batch", "8", "--sandbox", "process"]
+    code, out, err = run_cli([*args, "--include-reset", "--json"], capsys)
+    assert code == 0, err[-3000:]
+    profile = json.loads(out)
+    top = profile["lines"][0]
+    assert top["line"] == line and top["share"] > 0.5, top
+    assert "reset of every env" in profile["profiled"]

@@ -1,5 +1,5 @@
 """``envforge profile <env> --target rust``: time by EnvBatch method, and by function where the
-machine has perf (the output says which was used)."""
+machine has perf (the output says which was used); stepped with envforge bench's own loop."""
 
 from __future__ import annotations
 
@@ -31,3 +31,18 @@ def test_rust_profile_names_the_methods_and_the_ports_functions() -> None:
     ours = [row for row in profile["functions"] if row["dso"].startswith("cartpole_rust")]
     named = [row["function"] for row in ours]
     assert any("cartpole" in name for name in named), profile["functions"]
+
+
+def test_rust_profile_steps_the_bench_loop_and_can_include_reset() -> None:
+    """The profile had observed after every step, which bench does not (doubling observe's
+    share): it now runs bench's loop, where observe follows only a step that reset an env.
+    ``--include-reset`` adds a whole batch's reset per loop step as its own row."""
+    if shutil.which("cargo") is None:
+        pytest.skip("cargo is not installed")
+    profile = run_profile_rust(spec_for_name("cartpole"), CRATE, 1, None, include_reset=True)
+    calls = {row["method"]: row["calls"] for row in profile["methods"]}
+    # batch 1, random actions: a CartPole episode lasts about 20 steps
+    assert calls["step"] == profile["calls"] > 100
+    assert calls["observe"] == calls["reset_where"] < calls["step"] / 4
+    assert calls["reset"] == profile["calls"]
+    assert "bench" in profile["loop"] and profile["include_reset"]
