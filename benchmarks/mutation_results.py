@@ -306,6 +306,13 @@ def main() -> int:
     parser.add_argument("--scale", type=float, default=1.0)  # the verifier's default effort
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--sample-order",
+        choices=("sorted", "shuffled"),
+        default="sorted",
+        help="with --max below the operator count: operators take turns by name (sorted, "
+        "what recorded campaigns picked) or in an order shuffled by --seed, as `envforge mutate`",
+    )
+    parser.add_argument(
         "--seed-sweep",
         default=None,
         help="L1 reset sweep of every mutant (N, 2^k or full), as `envforge mutate --seed-sweep`; "
@@ -371,6 +378,7 @@ def main() -> int:
             differential=not args.no_differential,
             progress=print_progress,
             note=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True),
+            sample_order=args.sample_order,
         )
         data = report.to_dict()
         flag = "" if kind == "jax" else f" --target {kind}"
@@ -379,6 +387,7 @@ def main() -> int:
             + ("" if args.seed_sweep is None else f" --seed-sweep {args.seed_sweep}")
             + (f" --jobs {args.jobs}" if args.jobs else "")
             + (" --no-differential" if args.no_differential else "")
+            + (" --sample-order shuffled" if args.sample_order == "shuffled" else "")
             + (f" --time-limit {args.time_limit:g}" if args.time_limit != TIME_LIMIT_S else "")
         )
         data["target"] = kind

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from envforge import bounds
 from envforge.commands import options
+from envforge.errors import BadInput
 from envforge.levels import DEFAULT_LEVELS, parse_levels
 from envforge.resolve import resolve_spec
 from envforge.targets import default_target
@@ -27,6 +28,12 @@ def mutate_command(
     ),
     max_mutants: int = typer.Option(
         40, "--max", min=0, help="Mutants to run, sampled across operators (0 = all)."
+    ),
+    sample_order: str = typer.Option(
+        "sorted",
+        "--sample-order",
+        help="With --max below the operator count: operators take turns by name (sorted, "
+        "the recorded campaigns' picks) or in an order shuffled by --seed (shuffled).",
     ),
     mutant_ids: list[str] = typer.Option(
         None, "--mutant", help="Run only these mutant ids (repeatable), e.g. compare:133:1."
@@ -53,8 +60,13 @@ def mutate_command(
     """Verify semantic mutants of a port; report kill rate per level, survivors, localization."""
     # here, not at the top: scipy's import would slow every other command's start by a second
     from envforge.mutate.campaign import run_campaign
+    from envforge.mutate.generate import SAMPLE_ORDERS
     from envforge.mutate.workspace import resolve_target
 
+    if sample_order not in SAMPLE_ORDERS:
+        raise BadInput(
+            f"--sample-order: expected {' or '.join(SAMPLE_ORDERS)}, got {sample_order!r}"
+        )
     spec = resolve_spec(env, command="mutate")
     resolved = resolve_target(spec, side, target, port)
     level_list = parse_levels(levels)
@@ -82,6 +94,7 @@ def mutate_command(
             progress=progress,
             differential=not no_differential,
             note=lambda msg: status.update(f"mutating {spec.name}: {msg}"),
+            sample_order=sample_order,
         )
     data = report.to_dict()
     if out:

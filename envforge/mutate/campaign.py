@@ -64,6 +64,7 @@ def run_campaign(
     progress: Progress | None = None,
     differential: bool = True,
     note: Callable[[str], None] | None = None,
+    sample_order: str = "sorted",
 ) -> MutationReport:
     """Mutate ``target``'s files, verify each sampled mutant, and judge the results."""
     start = time.perf_counter()
@@ -84,7 +85,11 @@ def run_campaign(
         stillborn += gen.stillborn
         exempt += gen.exempt
         mutants.extend(replace(m, id=f"{rel}:{m.id}") if several else m for m in gen.mutants)
-    chosen = [m for m in mutants if m.id in set(only)] if only else sample(mutants, limit, seed)
+    chosen = (
+        [m for m in mutants if m.id in set(only)]
+        if only
+        else sample(mutants, limit, seed, sample_order)
+    )
     report = MutationReport(
         env=target.spec.name,
         side=target.side,
@@ -94,6 +99,7 @@ def run_campaign(
             **asdict(options),
             "limit": limit,
             "sample_seed": seed,
+            "sample_order": sample_order,
             "parallel": parallel,
             "seed_sweep_plan": plan,
         },

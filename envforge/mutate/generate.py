@@ -144,9 +144,21 @@ def _mutant(edit: Edit, rel: str, line: int, k: int, source: str) -> Mutant:
     )
 
 
-def sample(mutants: list[Mutant], limit: int | None, seed: int = 0) -> list[Mutant]:
-    """At most ``limit`` mutants, taken round-robin across operators in a seeded order, so
-    rare operators are represented; returned in file order."""
+SAMPLE_ORDERS = ("sorted", "shuffled")
+"""How ``sample`` orders the operators it takes mutants from in turn."""
+
+
+def sample(
+    mutants: list[Mutant], limit: int | None, seed: int = 0, order: str = "sorted"
+) -> list[Mutant]:
+    """At most ``limit`` mutants, taken round-robin across operators, so rare operators are
+    represented; returned in file order. Each operator's mutants are taken in a seeded order.
+    The operators take turns by name (``sorted``, the default: what every campaign recorded
+    before 2026-12-03 picked, so with ``limit`` below the operator count the late names,
+    ``probability``, ``rng``, ``sign``, ``wrong_end``, are never drawn) or in an order shuffled
+    by ``seed`` (``shuffled``; each operator's mutants still come in ``sorted``'s order)."""
+    if order not in SAMPLE_ORDERS:
+        raise BadInput(f"--sample-order: expected one of {', '.join(SAMPLE_ORDERS)}, got {order!r}")
     if limit is None or limit >= len(mutants):
         return list(mutants)
     rng = random.Random(seed)
@@ -158,10 +170,12 @@ def sample(mutants: list[Mutant], limit: int | None, seed: int = 0) -> list[Muta
         group = by_operator[op][:]
         rng.shuffle(group)
         queues.append(group)
+    if order == "shuffled":  # its own generator: the groups' shuffles above stay as sorted's
+        random.Random(f"operators {seed}").shuffle(queues)
     chosen: list[Mutant] = []
     while len(chosen) < limit and any(queues):
         for q in queues:
             if q and len(chosen) < limit:
                 chosen.append(q.pop())
-    order = {m.id: i for i, m in enumerate(mutants)}
-    return sorted(chosen, key=lambda m: order[m.id])
+    position = {m.id: i for i, m in enumerate(mutants)}
+    return sorted(chosen, key=lambda m: position[m.id])

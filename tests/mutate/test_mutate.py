@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import QUICK_SWEEP
 
+from envforge.errors import BadInput
 from envforge.mutate.ast_ops import python_edits
 from envforge.mutate.generate import generate, sample, sibling_fields
 from envforge.mutate.mutant import Mutant, SourceText
@@ -139,6 +140,22 @@ def test_sampling_is_seeded_and_covers_rare_operators() -> None:
     assert len(first) == 6 and any(m.operator == "rng" for m in first)
     assert [m.line for m in first] == sorted(m.line for m in first)
     assert len(sample(mutants, None)) == len(mutants)
+
+
+def test_shuffled_sample_order_reaches_the_late_operators() -> None:
+    """With --max below the operator count, sorted turns (the default, the recorded
+    campaigns' picks) take only the first names; shuffled turns, seeded, reach the late ones."""
+    names = ["arith", "clip", "compare", "constant", "probability", "rng", "sign", "wrong_end"]
+    mutants = [Mutant(f"{op}:{i}:1", op, "f.py", i, "", "") for i, op in enumerate(names * 3)]
+    for seed in range(5):
+        picked = {m.operator for m in sample(mutants, 4, seed=seed)}
+        assert picked == set(names[:4])
+        assert sample(mutants, 4, seed=seed) == sample(mutants, 4, seed, "sorted")
+        assert sample(mutants, 5, seed, "shuffled") == sample(mutants, 5, seed, "shuffled")
+    reached = {m.operator for seed in range(8) for m in sample(mutants, 4, seed, "shuffled")}
+    assert reached == set(names)  # every operator drawn by some seed
+    with pytest.raises(BadInput, match="--sample-order"):
+        sample(mutants, 4, 0, "alphabetical")
 
 
 def test_generate_on_the_pong_port_drops_duplicates_and_stillborn() -> None:
