@@ -87,23 +87,32 @@ def test_profile_names_the_ports_lines_with_shares_summing_to_one(
     assert profile["batch"] == 8 and profile["step_s"] > 0 and profile["xla"]["flops"] > 0
 
 
+def profile_with_costly_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], anchor: str, costly: str, *flags: str
+) -> tuple[dict, str]:
+    """The profile (``--json``) of a cartpole copy with the ``costly`` line put in place of
+    ``anchor`` (before it where ``costly`` ends with it), and that line's ``file:line``."""
+    port = copy_port(tmp_path)
+    module = port / "cartpole.py"
+    text = module.read_text()
+    assert text.count(anchor) == 1
+    module.write_text(text.replace(anchor, costly))
+    number = module.read_text().splitlines().index(costly.splitlines()[0]) + 1
+    args = ["profile", "cartpole", "--port", str(port), "--batch", "8", "--sandbox", "process"]
+    code, out, err = run_cli([*args, *flags, "--json"], capsys)
+    assert code == 0, err[-3000:]
+    return json.loads(out), f"cartpole.py:{number}"
+
+
 @needs_mounts
 def test_profile_puts_an_expensive_line_on_top(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    port = copy_port(tmp_path)
-    module = port / "cartpole.py"
-    text = module.read_text()
     anchor = "    time = state.time + 1\n"
-    assert text.count(anchor) == 1
     costly = "    time = state.time + 1 + (jnp.ones((64, 64)) @ jnp.ones((64, 64)))[0, 0].astype(jnp.int32) * 0\n"
-    module.write_text(text.replace(anchor, costly))
-    number = module.read_text().splitlines().index(costly.rstrip("\n")) + 1
-    args = ["profile", "cartpole", "--port", str(port), "--batch", "8", "--sandbox", "process"]
-    code, out, err = run_cli([*args, "--json"], capsys)
-    assert code == 0, err[-3000:]
-    top = json.loads(out)["lines"][0]
-    assert top["line"] == f"cartpole.py:{number}" and top["share"] > 0.5, top
+    profile, line = profile_with_costly_line(tmp_path, capsys, anchor, costly)
+    top = profile["lines"][0]
+    assert top["line"] == line and top["share"] > 0.5, top
 
 
 def test_while_trips_are_measured_as_the_batchs_longest() -> None:
@@ -142,18 +151,11 @@ def test_include_reset_weighs_a_costly_reset(
 ) -> None:
     """`envforge profile` times step alone, where a cost in reset (Leduc's re-deal) never
     shows; `--include-reset` profiles the bench loop's step, reset of every env included."""
-    port = copy_port(tmp_path)
-    module = port / "cartpole.py"
-    text = module.read_text()
     anchor = "    return EnvState(x, x_dot, theta, theta_dot, jnp.int32(0))\n"
-    assert text.count(anchor) == 1
     costly = "    x = x + (jnp.ones((64, 64)) @ jnp.ones((64, 64)))[0, 0] * 0\n"
-    module.write_text(text.replace(anchor, costly + anchor))
-    line = f"cartpole.py:{module.read_text().splitlines().index(costly.rstrip()) + 1}"
-    args = ["profile", "cartpole", "--port", str(port), "--batch", "8", "--sandbox", "process"]
-    code, out, err = run_cli([*args, "--include-reset", "--json"], capsys)
-    assert code == 0, err[-3000:]
-    profile = json.loads(out)
+    profile, line = profile_with_costly_line(
+        tmp_path, capsys, anchor, costly + anchor, "--include-reset"
+    )
     top = profile["lines"][0]
     assert top["line"] == line and top["share"] > 0.5, top
     assert "reset of every env" in profile["profiled"]
