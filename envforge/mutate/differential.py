@@ -27,6 +27,7 @@ import numpy as np
 from scipy import stats
 
 from envforge.backends.base import Driver, State, Transition, take_state
+from envforge.mutate.differential_dist import StepSuspects
 from envforge.rng.draws import row_seeds
 from envforge.stats import support_pvalue
 from envforge.verify.boundaries import boundary_states
@@ -101,6 +102,8 @@ class DifferentialResult:
     """The mutant raised or broke the contract (the original did not)."""
     inconclusive: str | None = None
     """The original itself failed on an input, so the comparison stopped early."""
+    unconfirmed: int = 0
+    """Step rows that differed per key but not in distribution (``differential_dist.py``)."""
 
     @property
     def differs(self) -> bool:
@@ -125,6 +128,8 @@ class Differential:
         self.mutant = mutant
         self.spec = original.spec
         self.rng = np.random.default_rng([seed, 7])
+        fields = self.spec.field_names
+        self.suspects = StepSuspects(fields) if self.spec.rng.step == "distribution" else None
 
     def _note(self, result: DifferentialResult, keys: list[str], where: str, **info: Any) -> None:
         result.rows_differing += 1
@@ -215,13 +220,16 @@ class Differential:
         rows = np.flatnonzero(diff.mismatch)
         if len(rows):
             consistent = self._flag_follows_predicate(state, actions, b)
+        if self.suspects is not None:
+            self.suspects.observe(a, b)
         for row in rows:
             i = int(row)
             keys = diff.keys_at(i)
             if keys == ["terminated"] and consistent[i]:
                 result.rows_flag_only += 1
             if keys:
-                self._note(
+                note = self._note if self.suspects is None else self._suspect
+                note(
                     result,
                     keys,
                     where,
@@ -231,6 +239,26 @@ class Differential:
                     mutant={k: _value(b, k, i) for k in keys},
                 )
         return a
+
+    def _suspect(
+        self, result: DifferentialResult, keys: list[str], where: str, **info: Any
+    ) -> None:
+        """Distribution mode: a row that differs from the same key is only a suspect."""
+        assert self.suspects is not None
+        self.suspects.suspect(where, keys, **info)
+
+    def _settle(self, result: DifferentialResult) -> None:
+        if self.suspects is None:
+            return
+        how = self.suspects.settle(self.original, self.mutant, self.spec.verify.alpha)
+        if how is None:
+            result.unconfirmed = self.suspects.n
+            return
+        result.rows_differing += self.suspects.n
+        for k, count in self.suspects.key_counts.items():
+            result.differing[k] = result.differing.get(k, 0) + count
+        if result.witness is None:
+            result.witness = to_jsonable({**self.suspects.rows[0], "confirmed": how})
 
     def _flag_follows_predicate(
         self, before: State, actions: np.ndarray, tr: Transition
@@ -302,6 +330,7 @@ class Differential:
             self.singles(effort.single_states, result)
             self.rollouts(effort.rollout_envs, effort.rollout_steps, result)
             self.boundaries(effort.boundary_lines, result)
+            self._settle(result)
             if effort.all_seeds and not result.differing:
                 self.all_seeds(result)
         except MutantFailed as e:
