@@ -160,6 +160,13 @@ class Driver(ABC):
         reset from ``seeds``. None where the implementation has none (L0 then checks nothing)."""
         return None
 
+    def step_own(self, state: State, actions: np.ndarray) -> Transition | None:
+        """The step ``envforge.make`` and ``envforge bench`` take where it is not ``step``: a
+        Rust batch's own ``step``, whose in-step draws come from the generator each env carries
+        (``step`` under a tape spec draws from generators seeded by the row, as the verifier
+        needs). None where the implementation has no such other step."""
+        return None
+
     def explain(self, state: State, actions: np.ndarray) -> list[str] | None:
         """The implementation's own words for what each env's step from ``state`` with
         ``actions`` will do (a JavaScript reference's optional ``explain`` export: which move,

@@ -303,6 +303,10 @@ class IsolatedDriver(Driver):
         result: list[str] | None = self._call("explain", state, actions)
         return result
 
+    def step_own(self, state: State, actions: np.ndarray) -> Transition | None:
+        result: Transition | None = self._call("step_own", state, actions)
+        return result
+
     def reset_rows(self, state: State, done: np.ndarray, seeds: np.ndarray) -> State | None:
         result = self._call("reset_rows", state, done, seeds)
         if result is not None and not isinstance(result, dict):

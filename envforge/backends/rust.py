@@ -143,6 +143,15 @@ class RustDriver(Driver):
             # pure, as the verifier needs: draws seeded by the row's state and action, never by
             # the generator the batch carries from step to step (which bench and make use)
             return self.step_draws(state, actions, row_seeds(state, actions), None)[0]
+        return self._batch_step(state, actions)
+
+    def step_own(self, state: State, actions: np.ndarray) -> Transition | None:
+        if self.spec.rng.step == "none" or not callable(getattr(self._batch, "step_draws", None)):
+            return None  # its own step is ``step``
+        return self._batch_step(state, actions)
+
+    def _batch_step(self, state: State, actions: np.ndarray) -> Transition:
+        """The batch's own ``step``: in-step draws from each env's generator."""
         n = self._load(state)
         obs = self._obs_buffer(n)
         reward = np.zeros(n, np.float32)

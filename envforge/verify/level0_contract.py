@@ -20,6 +20,7 @@ from envforge.backends.base import (
     take_state,
 )
 from envforge.errors import ContractViolation
+from envforge.rng.draws import row_seeds
 from envforge.verify.compare import compare_states, values_close
 from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding, to_jsonable
@@ -195,6 +196,7 @@ class _Checker:
             actions_seen.append(actions)
             tr = self.rollout_step(state, actions[rows], rows, seeds, t, actions_seen)
             history.append((state, actions[rows], rows))
+            self.own_step(state, actions[rows])
             if t == 0:
                 self._determinism_and_batching(state, actions, tr)
             bad = _obs_out_of_bounds(self.ctx, tr.obs)
@@ -275,6 +277,41 @@ class _Checker:
                 "observe_consistency",
                 "observe(next_state) differs from the observation step returned" + where,
                 fields=[*diverged, "obs"],
+            )
+
+    def own_step(self, state: State, actions: np.ndarray) -> None:
+        """The step ``envforge.make`` and bench take, where it is not ``step`` (a Rust batch's
+        own, its draws from each env's generator): where ``step`` took no draw it must give
+        the same transition, and ``observe`` its observation. Before, nothing ran it."""
+        once = any(f.check == "contract.own_step" for f in self.findings)  # one finding is enough
+        own = self.driver.step_own(state, actions) if self.side == "port" and not once else None
+        if own is None:
+            return
+        own = check_transition(self.ctx.spec, own, len(actions), self.side)
+        taped, drawn = self.driver.step_draws(state, actions, row_seeds(state, actions), None)
+        same = np.flatnonzero(drawn.count == 0)
+        keys = [*self.ctx.spec.field_names, "obs", "reward", "terminated", "truncated"]
+        for key in keys if len(same) else []:
+            a = taped.state[key] if key in taped.state else getattr(taped, key)
+            b = own.state[key] if key in own.state else getattr(own, key)
+            close = values_close(a[same], b[same], 0.0, 0.0).reshape(len(same), -1).all(axis=1)
+            if not close.all():
+                i = int(same[np.flatnonzero(~close)[0]])
+                self.fail(
+                    "own_step",
+                    f"the batch's own step (envforge.make, bench) differs from step in {key} "
+                    "where step took no draw",
+                    fields=[key],
+                    state_before=to_jsonable({k: v[i] for k, v in state.items()}),
+                    actions=[to_jsonable(actions[i])],
+                )
+                return
+        if not values_close(own.obs, np.asarray(self.driver.observe(own.state)), 0.0, 0.0).all():
+            self.fail(
+                "own_step",
+                "the batch's own step (envforge.make, bench) returns an observation that "
+                "observe(next_state) does not give",
+                fields=["obs"],
             )
 
     def diverged(

@@ -193,3 +193,21 @@ def test_mutation_campaigns_leave_the_verbatim_draw_interface_alone(tmp_path: Pa
         f.write("// edited: the port's own now\n")
     target = resolve_target(spec_for_name("blackjack"), "port", "rust", str(edited))
     assert "draws.rs" in [p.name for p in target.files]
+
+
+@needs_rust
+@pytest.mark.slow
+def test_l0_runs_the_batchs_own_step_that_make_and_bench_take(tmp_path: Path) -> None:
+    # the own-generator step (`EnvBatch.step`, envforge.make and bench) negates the reward; under
+    # a tape spec the verifier stepped only `step_draws`, so nothing ran it (a leduc Rust mutant
+    # that made it panic on every call survived a campaign)
+    crate = tmp_path / "rust"
+    shutil.copytree(BLACKJACK, crate, ignore=shutil.ignore_patterns("target"))
+    lib = crate / "src" / "lib.rs"
+    old = "= env.step(actions[k], rng);\n"
+    assert lib.read_text().count(old) == 1
+    lib.write_text(lib.read_text().replace(old, old + "reward[k] = -reward[k];\n"))
+    level = verify(spec_for_name("blackjack"), crate, [0], QUICK).levels[0]
+    found = [f for f in level.findings if f.check == "contract.own_step"]
+    assert found and found[0].fields == ["reward"], [f.message for f in level.findings]
+    assert "where step took no draw" in found[0].message
