@@ -216,7 +216,7 @@ def bench_env(name: str, target: str, args: argparse.Namespace, cpu: str) -> dic
         "speedup": round(ratio, 2),
         "speedup_per_cpu_s": round(per_cpu, 2),
         "target_x": target_x,
-        "met": ratio >= target_x,
+        "met": min(ratio, per_cpu) >= target_x,  # a loaded machine skews the wall ratio
     }
     if "rollout_steps_per_s" in port and "rollout_steps_per_s" in reference:
         result["rollout_speedup"] = round(

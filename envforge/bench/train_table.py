@@ -23,9 +23,15 @@ def _x(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}x"
 
 
+def met_target(r: dict[str, Any]) -> bool:
+    """The target counts as met only if both the wall and the per-CPU-second ratio reach it: on
+    a loaded machine the wall ratio favours the side that happened to get more CPU."""
+    return min(r["speedup"], r["speedup_per_cpu_s"]) >= r["target_x"]
+
+
 def training_row(r: dict[str, Any]) -> str:
     port, ref, ppo = r["port"], r["reference_side"], r["ppo"]
-    met = "met" if r["met"] else "**missed**"
+    met = "met" if met_target(r) else "**missed**"
     machine = r["machine"]
     cells = [
         r["env"],
@@ -67,7 +73,7 @@ def training_section(results: list[dict[str, Any]]) -> str:
         "env's fastest port and on its reference, one after the other in one run, with the same "
         "network (actor and critic MLPs "
         f"{'x'.join(str(h) for h in ppo['hidden'])}), batch (num_envs x num_steps: the spec's "
-        "`[l4]`, or 16 x 128, and where a second row is shown a larger one), "
+        "`[l4]`, or 16 x 128, and where more rows are shown, larger ones: 256 x 32, 1024 x 32), "
         f"{ppo['update_epochs']} epochs x {ppo['num_minibatches']} "
         "minibatches and one seed. A JAX port trains with PPO fused in JAX (one jitted scan); a "
         "Rust port and the reference train with the same PPO as a host loop (a jitted policy "
@@ -79,9 +85,9 @@ def training_section(results: list[dict[str, Any]]) -> str:
         "`per CPU-second` divides each side by its CPU time (this process and its children, all "
         "threads). `rollout only` is the ratio of acting and stepping alone: the update costs "
         "both sides the same, so where it dominates it bounds the training ratio. The target "
-        "(issue 36: 50x where the env dominates, CartPole and pong, 10x elsewhere) is judged on "
-        '`x reference`. Where the targets are missed and why: docs/L4.md, "Training speed per '
-        'env".',
+        "(issue 36: 50x where the env dominates, CartPole and pong, 10x elsewhere) counts as met "
+        "only where both `x reference` and `per CPU-second` reach it. Where the targets are "
+        'missed and why: docs/L4.md, "Training speed per env".',
         "",
         *training_table(results),
         "",

@@ -46,15 +46,15 @@ def train_host(
         flat = obs.reshape(obs.shape[0], -1).astype(jnp.float32)
         return normalize_obs(norm, flat) if cfg.normalize_obs else flat
 
-    def act(learner: Learner, norm: ObsNorm, obs: jax.Array, key: jax.Array) -> tuple[Any, ...]:
+    def act(params: Any, norm: ObsNorm, obs: jax.Array, key: jax.Array) -> tuple[Any, ...]:
         x = net_input(norm, obs)
-        head_out, value = net.apply(learner.params, x)
-        action = net.sample(key, learner.params, head_out)
-        log_prob = net.log_prob(learner.params, head_out, action)
+        head_out, value = net.apply(params, x)
+        action = net.sample(key, params, head_out)
+        log_prob = net.log_prob(params, head_out, action)
         return x, action, net.env_action(action), log_prob, value
 
-    def value_of(learner: Learner, norm: ObsNorm, obs: jax.Array) -> jax.Array:
-        return net.value(learner.params, net_input(norm, obs))
+    def value_of(params: Any, norm: ObsNorm, obs: jax.Array) -> jax.Array:
+        return net.value(params, net_input(norm, obs))
 
     def learn(
         learner: Learner, traj: dict[str, jax.Array], last_value: jax.Array, key: jax.Array
@@ -73,72 +73,89 @@ def train_host(
         )
         return ppo_update(net, cfg, optimizer, learner, batch, key)
 
-    # every function maps over seeds; the step-time arrays are [K, E, ...]
-    act_k = jax.jit(jax.vmap(act))
-    value_k = jax.jit(jax.vmap(value_of))
-    # trajectories are [K, T, E, ...]: map over seeds, time-major inside
-    learn_k = jax.jit(jax.vmap(learn))
-    norm_k = jax.jit(jax.vmap(lambda n, o: update_obs_norm(n, o)))
+    # One jitted call per batched step: the key split, the numpy observations grouped by seed
+    # and the policy applied inside it (the eager JAX calls a step used to make around it cost
+    # more than the acting). Step-time arrays are [K, E, ...]; the vector env's rows [K * E, ...].
+    def grouped(x: jax.Array) -> jax.Array:
+        return x.reshape(k, e, *x.shape[1:])
+
+    @jax.jit
+    def act_step(params: Any, norm: ObsNorm, obs: jax.Array, rng: jax.Array) -> tuple[Any, ...]:
+        rng, sub = jax.random.split(rng)
+        x, action, env_action, log_prob, value = jax.vmap(act)(
+            params, norm, grouped(obs), jax.random.split(sub, k)
+        )
+        return rng, (x, action, log_prob, value), env_action.reshape(k * e, *env_action.shape[2:])
+
+    @jax.jit
+    def values_of(params: Any, norm: ObsNorm, obs: jax.Array) -> jax.Array:
+        return jax.vmap(value_of)(params, norm, grouped(obs)).reshape(k * e)
+
+    @jax.jit
+    def norm_step(norm: ObsNorm, obs: jax.Array) -> ObsNorm:
+        return jax.vmap(update_obs_norm)(norm, grouped(obs))
+
+    # the rollout reaches the update as collected (a list of each step's device arrays, reward
+    # and done in numpy buffers [T, K * E]) and is stacked inside it; trajectories are
+    # [K, T, E, ...]: mapped over seeds, time-major inside
+    @jax.jit
+    def learn_all(
+        learner: Learner,
+        norm: ObsNorm,
+        acted: list[tuple[jax.Array, ...]],
+        buffers: tuple[jax.Array, jax.Array, jax.Array],
+        rng: jax.Array,
+    ) -> tuple[Learner, jax.Array]:
+        reward, done, last_obs = buffers
+        x, action, log_prob, value = (jnp.stack(a, axis=1) for a in zip(*acted, strict=True))
+        by_seed = lambda b: b.reshape(b.shape[0], k, e).swapaxes(0, 1)  # noqa: E731
+        traj = dict(obs=x, action=action, log_prob=log_prob, value=value)
+        traj.update(reward=by_seed(reward), done=by_seed(done))
+        last_value = jax.vmap(value_of)(learner.params, norm, grouped(last_obs))
+        rng, sub = jax.random.split(rng)
+        learner, _ = jax.vmap(learn)(learner, traj, last_value, jax.random.split(sub, k))
+        return learner, rng
 
     rng = jax.random.PRNGKey(seed)
     rng, init_key = jax.random.split(rng)
     learner = jax.vmap(partial(init_learner, net, optimizer))(jax.random.split(init_key, k))
     norm = jax.vmap(lambda _: init_obs_norm(net.obs_dim))(jnp.arange(k))
 
-    def grouped(x: np.ndarray) -> jax.Array:
-        return jnp.asarray(x).reshape(k, e, *x.shape[1:])
-
     start = time.perf_counter()
     obs = vec.reset()
     if cfg.normalize_obs:
-        norm = norm_k(norm, grouped(obs))
+        norm = norm_step(norm, obs)
     # compile acting and bootstrapping up front (the update compiles on its first call, timed
     # apart) so the training time below is training only
-    jax.block_until_ready(act_k(learner, norm, grouped(obs), jax.random.split(rng, k)))
-    jax.block_until_ready(value_k(learner, norm, grouped(obs)))
+    jax.block_until_ready(act_step(learner.params, norm, obs, rng))
+    jax.block_until_ready(values_of(learner.params, norm, obs))
     jit_s = time.perf_counter() - start
 
     history = np.full((k, cfg.num_updates), np.nan)
+    rewards = np.zeros((cfg.num_steps, k * e), np.float32)
+    dones = np.zeros((cfg.num_steps, k * e), bool)
     train_start, cpu_start = time.perf_counter(), time.process_time()
     compile_learn_s = compile_learn_cpu = learn_s = learn_cpu = 0.0
     for update in range(cfg.num_updates):
-        steps: dict[str, list[Any]] = {
-            n: [] for n in ("obs", "action", "log_prob", "value", "reward", "done")
-        }
+        acted: list[tuple[jax.Array, ...]] = []
         finished_sum = np.zeros(k)
         finished_n = np.zeros(k)
-        for _ in range(cfg.num_steps):
-            rng, sub = jax.random.split(rng)
-            x, action, env_action, log_prob, value = act_k(
-                learner, norm, grouped(obs), jax.random.split(sub, k)
-            )
-            step = vec.step(np.asarray(env_action).reshape(k * e, *env_action.shape[2:]))
-            reward = step.reward.astype(np.float32)
+        for t in range(cfg.num_steps):
+            rng, out, env_action = act_step(learner.params, norm, obs, rng)
+            acted.append(out)
+            step = vec.step(np.asarray(env_action))
+            rewards[t] = step.reward
             if cfg.bootstrap_truncation and step.truncated.any():
-                final_value = np.asarray(value_k(learner, norm, grouped(step.final_obs))).reshape(
-                    -1
-                )
-                reward = reward + cfg.gamma * final_value * step.truncated
+                final_value = np.asarray(values_of(learner.params, norm, step.final_obs))
+                rewards[t] += cfg.gamma * final_value * step.truncated
             if cfg.normalize_obs:
-                norm = norm_k(norm, grouped(step.obs))
-            done = step.done
+                norm = norm_step(norm, step.obs)
+            dones[t] = done = step.done
             finished_sum += (step.episode_return * done).reshape(k, e).sum(axis=1)
             finished_n += done.reshape(k, e).sum(axis=1)
-            for name, v in (
-                ("obs", x),
-                ("action", action),
-                ("log_prob", log_prob),
-                ("value", value),
-                ("reward", grouped(reward)),
-                ("done", grouped(done)),
-            ):
-                steps[name].append(v)
             obs = step.obs
-        traj = {n: jnp.stack(v, axis=1) for n, v in steps.items()}
-        last_value = value_k(learner, norm, grouped(obs))
-        rng, sub = jax.random.split(rng)
         t0, c0 = time.perf_counter(), time.process_time()
-        learner, _ = learn_k(learner, traj, last_value, jax.random.split(sub, k))
+        learner, rng = learn_all(learner, norm, acted, (rewards, dones, obs), rng)
         jax.block_until_ready(learner)
         if update == 0:  # the first call compiles the update
             compile_learn_s, compile_learn_cpu = time.perf_counter() - t0, time.process_time() - c0
