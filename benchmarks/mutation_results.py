@@ -279,6 +279,11 @@ def rerun(args: argparse.Namespace) -> None:
     for env, kind in ((e, t) for e in args.envs.split(",") for t in args.targets.split(",")):
         path = campaign_path(env, kind)
         campaign = json.loads(path.read_text())
+        unknown = sorted(set(ids) - {m["id"] for m in campaign["mutants"]})
+        if unknown:  # before, such ids selected nothing and the JSON got an empty re-run entry
+            sys.exit(
+                f"--rerun: {', '.join(unknown)} not in {path.name} (ids look like src/x.rs:op:L:k)"
+            )
         recorded = campaign["options"]
         options = VerifyOptions(
             **{k: recorded[k] for k in VerifyOptions.__dataclass_fields__ if k in recorded}

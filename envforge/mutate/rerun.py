@@ -49,6 +49,8 @@ def put_back(
 ) -> dict[str, Any]:
     """``campaign`` (a JSON dict) with the outcomes of ``again`` in place of the same ids;
     rates recomputed. Raises ValueError for an id the campaign did not run."""
+    if not again.outcomes:  # ids that name no mutant select none: nothing to record
+        raise ValueError(f"no mutant of the {campaign['env']} campaign was re-run")
     report = report_from_dict(campaign)
     index = {o.id: i for i, o in enumerate(report.outcomes)}
     for new in again.outcomes:

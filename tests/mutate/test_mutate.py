@@ -510,6 +510,10 @@ def test_a_mutant_rerun_alone_replaces_its_campaign_outcome_and_the_rates() -> N
     stray.outcomes = [Outcome("sign:9:1", "sign", "m.py", 9, "", "killed")]
     with pytest.raises(ValueError, match="sign:9:1"):
         put_back(campaign, stray, "x", "y", 1.0)
+    # ids that selected no mutant: before, the JSON got an empty re-run entry
+    nothing = MutationReport("m", "port", ["m.py"], [0, 1], {}, 9, 1)
+    with pytest.raises(ValueError, match="no mutant"):
+        put_back(campaign, nothing, "x", "y", 1.0)
 
 
 def test_an_rng_tape_kill_is_localized_to_the_draw_it_names() -> None:
