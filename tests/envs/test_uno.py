@@ -166,7 +166,7 @@ def test_drawing_from_the_bottom_of_the_deck_fails_l1_naming_the_element(tmp_pat
         PORT,
         tmp_path,
         (
-            "    drawn, deck = _pop(drew.deck)\n",
+            "    drawn, deck, draws = _deal_one(drew.deck, drew.n_deck, draws, is_draw)\n",
             "    drawn, deck = drew.deck[0], _remove(drew.deck, 0)\n",
         ),
     )

@@ -63,6 +63,11 @@ class EnvState(NamedTuple):
     current: jax.Array  # int32: whose turn (not canonical: the agent's whenever it acts)
     winner: jax.Array  # int32: who emptied their hand (-1: nobody); not canonical
     key: jax.Array  # the port's own generator (training only; not canonical)
+    # len() of each list, kept beside it as Python's list keeps it (not canonical): counting a
+    # 108-card array is a reduction, ~25 of them a turn
+    n_deck: jax.Array  # int32: cards in ``deck``
+    n_played: jax.Array  # int32: cards in ``played``
+    n_hands: jax.Array  # int32[2]: cards in each hand
 
 
 def trait(card: jax.Array) -> jax.Array:
@@ -77,9 +82,12 @@ def count(cards: jax.Array) -> jax.Array:
     return jnp.sum(cards >= 0, axis=-1).astype(jnp.int32)
 
 
-def _append(cards: jax.Array, card: jax.Array, when: jax.Array) -> jax.Array:
-    n = jnp.minimum(count(cards), CAPACITY - 1)
-    return cards.at[n].set(jnp.where(when, card, cards[n]))
+def _append(
+    cards: jax.Array, n: jax.Array, card: jax.Array, when: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """``list.append(card)`` if ``when``, on a list of ``n`` cards: the list and its length."""
+    at = jnp.minimum(n, CAPACITY - 1)
+    return cards.at[at].set(jnp.where(when, card, cards[at])), n + (when & (card >= 0))
 
 
 def _remove(cards: jax.Array, index: jax.Array) -> jax.Array:
@@ -89,22 +97,22 @@ def _remove(cards: jax.Array, index: jax.Array) -> jax.Array:
     return jnp.where(at < index, cards, shifted)
 
 
-def _pop(cards: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """``list.pop()``: the last card, and the list without it."""
-    top = jnp.maximum(count(cards) - 1, 0)
+def _pop(cards: jax.Array, n: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``list.pop()`` of a list of ``n`` cards: the last card, and the list without it."""
+    top = jnp.maximum(n - 1, 0)
     return cards[top], cards.at[top].set(NO_CARD)
 
 
 def _deal_one(
-    cards: jax.Array, draws: Draws | None, when: jax.Array
+    cards: jax.Array, n: jax.Array, draws: Draws | None, when: jax.Array
 ) -> tuple[jax.Array, jax.Array, Draws | None]:
     """``deck.pop()`` of a shuffled deck. With training draws the shuffle is lazy
     (``speed_layer.shuffles_lazily``): the top card first trades places with a random card
     at or below it, and ``_replace_deck`` only gathers the cards."""
     if draws is None or not speed_layer.shuffles_lazily(draws):
-        card, rest = _pop(cards)
+        card, rest = _pop(cards, n)
         return card, rest, draws
-    top = jnp.maximum(count(cards) - 1, 0)
+    top = jnp.maximum(n - 1, 0)
     j, draws = draws.integers(0, top + 1, when=when)
     card, under = cards[j], cards[top]
     return card, cards.at[j].set(under).at[top].set(NO_CARD), draws
@@ -165,14 +173,15 @@ def _replace_deck(state: EnvState, when: jax.Array, draws: Draws) -> tuple[EnvSt
     """rlcard's ``replace_deck``: the played cards onto the deck, then ``shuffle`` the deck
     (Fisher-Yates from the end, as the tape's recorder draws it)."""
     at = jnp.arange(CAPACITY)
-    nd, npl = count(state.deck), count(state.played)
+    nd, npl = state.n_deck, state.n_played
     joined = jnp.where(at < nd, state.deck, state.played[jnp.clip(at - nd, 0, CAPACITY - 1)])
     joined = jnp.where(at < nd + npl, joined, NO_CARD)
     deck = jnp.where(when, joined, state.deck)
-    n = count(deck)
+    n = jnp.where(when, nd + npl, nd)
+    played = jnp.where(when, jnp.full(CAPACITY, NO_CARD, jnp.int32), state.played)
+    emptied = dict(deck=deck, n_deck=n, played=played, n_played=jnp.where(when, 0, npl))
     if speed_layer.shuffles_lazily(draws):  # shuffled card by card as it is dealt
-        played = jnp.where(when, jnp.full(CAPACITY, NO_CARD, jnp.int32), state.played)
-        return state._replace(deck=deck, played=played), draws
+        return state._replace(**emptied), draws
 
     def cond(carry: tuple[jax.Array, jax.Array, Draws]) -> jax.Array:
         k, _, _ = carry
@@ -186,21 +195,22 @@ def _replace_deck(state: EnvState, when: jax.Array, draws: Draws) -> tuple[EnvSt
         return k + 1, deck.at[i].set(dj).at[j].set(di), draws
 
     _, deck, draws = jax.lax.while_loop(cond, body, (jnp.int32(0), deck, draws))
-    played = jnp.where(when, jnp.full(CAPACITY, NO_CARD, jnp.int32), state.played)
-    return state._replace(deck=deck, played=played), draws
+    return state._replace(**{**emptied, "deck": deck}), draws
 
 
 def _deal(
     state: EnvState, player: jax.Array, n: int, when: jax.Array, draws: Draws | None
 ) -> tuple[EnvState, Draws | None]:
     """``deal_cards``: ``n`` cards from the end of the deck onto the end of the hand."""
-    hands = state.hands
-    deck = state.deck
+    hands, n_hands = state.hands, state.n_hands
+    deck, n_deck = state.deck, state.n_deck
     for _ in range(n):
-        card, rest, draws = _deal_one(deck, draws, when)
+        card, rest, draws = _deal_one(deck, n_deck, draws, when)
         deck = jnp.where(when, rest, deck)
-        hands = hands.at[player].set(_append(hands[player], card, when))
-    return state._replace(deck=deck, hands=hands), draws
+        n_deck = jnp.where(when, jnp.maximum(n_deck - 1, 0), n_deck)
+        hand, held = _append(hands[player], n_hands[player], card, when)
+        hands, n_hands = hands.at[player].set(hand), n_hands.at[player].set(held)
+    return state._replace(deck=deck, n_deck=n_deck, hands=hands, n_hands=n_hands), draws
 
 
 def _action_card(
@@ -212,7 +222,7 @@ def _action_card(
     other = 1 - player
     direction = jnp.where(t == REVERSE, -state.direction, state.direction)
     draw_2, draw_4 = when & (t == DRAW_2), when & (t == WILD_DRAW_4)
-    short = (draw_2 & (count(state.deck) < 2)) | (draw_4 & (count(state.deck) < 4))
+    short = (draw_2 & (state.n_deck < 2)) | (draw_4 & (state.n_deck < 4))
     new, draws = _replace_deck(state, short, draws)
     new, draws = _deal(new, other, 2, draw_2, draws)
     new, draws = _deal(new, other, 4, draw_4, draws)
@@ -238,17 +248,21 @@ def proceed(
     played becomes the target; an action card's effect follows (``_action_card``)."""
     is_draw = action == DRAW
     # drawing
-    drew, draws = _replace_deck(state, is_draw & (count(state.deck) == 0), draws)
-    drawn, deck, draws = _deal_one(drew.deck, draws, is_draw)
+    drew, draws = _replace_deck(state, is_draw & (state.n_deck == 0), draws)
+    drawn, deck, draws = _deal_one(drew.deck, drew.n_deck, draws, is_draw)
     wild_drawn = trait(drawn) >= WILD
     picked, draws = draws.choice(4, when=is_draw & wild_drawn)
     same = ~wild_drawn & (color(drawn) == state.target_color)
     goes_down = wild_drawn | same
-    hand = drew.hands[player]
+    played, n_played = _append(drew.played, drew.n_played, drawn, goes_down)
+    hand, n_hand = _append(drew.hands[player], drew.n_hands[player], drawn, ~goes_down)
     after_draw = drew._replace(
         deck=deck,
-        played=_append(drew.played, drawn, goes_down),
-        hands=drew.hands.at[player].set(_append(hand, drawn, ~goes_down)),
+        n_deck=jnp.where(is_draw, jnp.maximum(drew.n_deck - 1, 0), drew.n_deck),
+        played=played,
+        n_played=n_played,
+        hands=drew.hands.at[player].set(hand),
+        n_hands=drew.n_hands.at[player].set(n_hand),
     )
     # playing a card from the hand
     hand = state.hands[player]
@@ -257,10 +271,14 @@ def proceed(
     index = jnp.argmax(hit)
     held = hand[index]
     hand = _remove(hand, index)
+    n_hand = state.n_hands[player] - hit[index].astype(jnp.int32)
+    played, n_played = _append(state.played, state.n_played, held, jnp.bool_(True))
     after_play = state._replace(
         hands=state.hands.at[player].set(hand),
-        played=_append(state.played, held, jnp.bool_(True)),
-        winner=jnp.where(count(hand) == 0, player, state.winner),
+        n_hands=state.n_hands.at[player].set(n_hand),
+        played=played,
+        n_played=n_played,
+        winner=jnp.where(n_hand == 0, player, state.winner),
     )
     # both: the card that goes down, and what it does
     base = jax.tree_util.tree_map(lambda a, b: jnp.where(is_draw, a, b), after_draw, after_play)
@@ -379,7 +397,7 @@ def _new_game(key: jax.Array) -> EnvState:
         deck, _ = jax.lax.while_loop(
             lambda c: trait(c[0][left - 1]) == WILD_DRAW_4, redo, (deck, flip)
         )
-    top, deck = _pop(deck)
+    top, deck = _pop(deck, jnp.int32(left))
     chosen = jnp.where(trait(top) == WILD, jax.random.randint(pick, (), 0, 4), color(top))
     state = EnvState(
         deck=deck,
@@ -391,6 +409,9 @@ def _new_game(key: jax.Array) -> EnvState:
         current=jnp.where((trait(top) == SKIP) | (trait(top) == REVERSE), 1, 0).astype(jnp.int32),
         winner=jnp.int32(-1),
         key=key,
+        n_deck=jnp.int32(left - 1),
+        n_played=jnp.int32(1),
+        n_hands=jnp.full(2, HAND_SIZE, jnp.int32),
     )
     state, _ = _deal(state, jnp.int32(0), 2, trait(top) == DRAW_2, None)
     state, _ = _turns(state, jnp.int32(0), jnp.bool_(False), speed_layer.training_draws(first))
@@ -412,6 +433,9 @@ def reset(seed: jax.Array) -> EnvState:
         current=jnp.int32(0),
         winner=jnp.int32(0),
         key=jax.random.PRNGKey(jnp.asarray(seed).astype(jnp.uint32)),
+        n_deck=jnp.int32(0),
+        n_played=jnp.int32(0),
+        n_hands=jnp.zeros(2, jnp.int32),
     )
     return jax.lax.while_loop(is_over, lambda s: _new_game(s.key), start)
 
@@ -441,4 +465,12 @@ def to_canonical(state: EnvState) -> dict[str, jax.Array]:
 def from_canonical(fields: dict[str, jax.Array]) -> EnvState:
     f = {k: jnp.asarray(v).astype(jnp.int32) for k, v in fields.items()}
     key = jax.random.fold_in(jax.random.PRNGKey(jnp.sum(f["deck"]).astype(jnp.uint32)), f["target"])
-    return EnvState(**f, current=jnp.int32(0), winner=jnp.int32(-1), key=key)
+    return EnvState(
+        **f,
+        current=jnp.int32(0),
+        winner=jnp.int32(-1),
+        key=key,
+        n_deck=count(f["deck"]),
+        n_played=count(f["played"]),
+        n_hands=count(f["hands"]),
+    )
