@@ -8,7 +8,8 @@ differs on most rows and is still the same environment. So each differing row is
 
 * **paired shift** over every compared step: per output column with at most
   ``PAIRED_MAX_VALUES`` values, per value, the rows where only the original gives it against
-  those where only the mutant does. They balance whenever each row's two distributions agree
+  those where only the mutant does (each row stepped from its own fresh key, the same on both
+  sides: independent rows). They balance whenever each row's two distributions agree
   (re-keyed or not), so a one-way excess is a changed distribution (a fickle probability of 0.33
   instead of 0.3 moves 3% of rows one way); a binomial test per value; or
 * **resampled suspects**: up to ``CONFIRM_STATES`` suspect (state, action) pairs stepped

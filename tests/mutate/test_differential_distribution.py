@@ -23,7 +23,7 @@ REKEYED_HIT = (
     "DECK[jax.random.randint(jax.random.fold_in(hit_key, 1), (), 0, 13)]",
 )
 HITS_ON_17 = ("~hit & (sum_hand(dealer) < 17)", "~hit & (sum_hand(dealer) <= 17)")
-SMALL = Effort(reset_seeds=1024, sampled_states=2048, rollout_envs=16, rollout_steps=16)
+SMALL = Effort(reset_seeds=1024, sampled_states=8192, rollout_envs=16, rollout_steps=16)
 
 
 @pytest.mark.slow  # ~1 min at load 20 on the 2-core Xeon (three JAX drivers compile)
