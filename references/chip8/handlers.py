@@ -45,6 +45,8 @@ HELPERS: dict[str, list[str]] = {
     "draw_sprite": ["DXYN"],  # JAX: the sprite is drawn outside the switch
     "ALU": list(ALU.values()),  # dispatch tables (Python, module level)
     "MISC": list(MISC.values()),
+    "SYSTEM": list(SYSTEM.values()),  # JAX: 00E0/00EE by word
+    "FAMILIES": [*FAMILY.values(), *KEYS.values()],  # JAX: by the top nibble (E: family_e)
     "MISC_INDEX": list(MISC.values()),
 }
 

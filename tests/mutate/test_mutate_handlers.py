@@ -29,6 +29,7 @@ JAX = ROOT / "generated" / "chip8" / "jax" / "chip8.py"
 hooks = load_module(CHIP8 / "handlers.py")
 SKIPS = ["3XNN", "4XNN", "5XY0", "9XY0", "EX9E", "EXA1"]
 ALU = ["8XY0", "8XY1", "8XY2", "8XY3", "8XY4", "8XY5", "8XY6", "8XY7", "8XYE"]
+FLAGGED = ["8XY4", "8XY5", "8XY6", "8XY7", "8XYE"]
 
 
 def line_of(source: str, text: str) -> int:
@@ -82,16 +83,18 @@ def test_rust_port_lines_map_to_their_opcode_handler(text: str, handlers: list[s
     ("text", "handlers"),
     [
         ("return set_v_flag(m, op.x, b >> 1, b & 1)", ["8XY6"]),
-        ("held = m.keys[m.V[op.x] & 0xF] != 0", ["EX9E", "EXA1"]),  # one branch for both
-        ("return no_effect(m)._replace(pc=jnp.where(condition", SKIPS),  # skip_if
-        ("v = m.V.at[x].set(value.astype(jnp.uint8))", ["8XY4", "8XY5", "8XY6", "8XY7", "8XYE"]),
-        ("+ [nop] * 6", ALU),  # the module-level switch table of family 8
-        ("MISC_INDEX[_nn] = _index", hooks.MISC.values()),  # filled by a module-level loop
-        ("stack = jnp.where(e.push", ["2NNN"]),  # the Effect applied after the switch
-        ("memory = m.memory.at[e.write_addr]", ["FX33", "FX55"]),
-        ("v = jnp.where(e.draw, e.V.at[0xF]", ["DXYN"]),
+        ("held = m.keys[op.vx & 0xF] != 0", ["EX9E", "EXA1"]),  # one branch for both
+        ('return {"pc": jnp.where(condition, (m.pc + 2) & 0xFFF, m.pc)}', SKIPS),  # skip_if
+        ('return {"vx": value & 0xFF, "vf": flag.astype(jnp.int32)}', FLAGGED),  # set_v_flag
+        ("0x4: op_8xy4, 0x5: op_8xy5", ALU),  # the module-level table of family 8
+        ("0x29: op_fx29, 0x33: op_fx33", hooks.MISC.values()),  # ... and of family F
+        ("0x1: op_1nnn, 0x2: op_2nnn", [*hooks.FAMILY.values(), *hooks.KEYS.values()]),
+        ("stack = jnp.where(e.push", ["2NNN"]),  # the Effect applied after the dispatch
+        ("written = jnp.where(e.write_mask, e.write_value", ["FX33", "FX55"]),
+        ("framebuffer, erased = draw_sprite(m.framebuffer, op)", ["DXYN"]),
         ("bits = ((sprite[:, None] >> (7 - cols[None, :])) & 1)", ["DXYN"]),  # draw_sprite
-        ("e = lax.switch(word >> 12, FAMILIES, m, op)", []),  # dispatch of every family
+        ("for hit, handler in handlers(op):", []),  # dispatch of every handler
+        ("memory = m.memory.at[(m.I + k) & 0xFFF].set(written)", []),  # every instruction
         ("delay_timer=jnp.maximum(state.delay_timer - 1, 0),", []),
         ("x = (seed.astype(jnp.uint32) ^ jnp.uint32(0x9E3779B9))", []),
         ("return jnp.asarray(BYTE_SCALE)[state.V[4:12]]", []),
