@@ -46,10 +46,15 @@ def test_optimize_workspace_starts_from_the_shipped_port_with_bench_profile_and_
     assert "bench cartpole --port port --target jax" in (root / "bench").read_text()
     assert "profile cartpole --port port --target jax" in (root / "profile").read_text()
     assert "jax.lax.fori_loop" in task  # the JAX rules
+    # what helpers playing the user's agent were misled by: the profile's shares are estimates,
+    # the speed layer's offer, a timeout under load
+    assert "not measured time" in task and "speed_layer.enabled()" in task
+    assert "./verify 0-3 --timeout 600" in task
     rust = write_optimize_workspace(spec, "rust", tmp_path / "rust", "0-3").root
     rust_task = (rust / "AGENTS.md").read_text()
     assert "# Make the cartpole Rust port faster" in rust_task
     assert "jnp" not in rust_task and "vmap" not in rust_task  # no JAX rules for a Rust port
+    assert "not measured time" not in rust_task  # the JAX profile's caveat
     # no port to start from: one error line
     with pytest.raises(BadInput, match="no rust port found for acrobot"):
         write_optimize_workspace(spec_for_name("acrobot"), "rust", tmp_path / "other", "0-3")
