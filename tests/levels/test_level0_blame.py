@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from test_level0_ended import PORT, setup
+
 from envforge.spec import load_spec
 from envforge.verify.runner import verify
-from tests.levels.test_level0_ended import PORT, setup
 
 
 def _contract(tmp_path: Path, port_text: str, check: str) -> list[str]:
