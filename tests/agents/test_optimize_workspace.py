@@ -50,6 +50,7 @@ def test_optimize_workspace_starts_from_the_shipped_port_with_bench_profile_and_
     # the speed layer's offer, a timeout under load
     assert "not measured time" in task and "speed_layer.enabled()" in task
     assert "./verify 0-3 --timeout 600" in task
+    assert "## When the verifier itself fails" in task  # the section ./verify's errors point to
     rust = write_optimize_workspace(spec, "rust", tmp_path / "rust", "0-3").root
     rust_task = (rust / "AGENTS.md").read_text()
     assert "# Make the cartpole Rust port faster" in rust_task
