@@ -27,6 +27,7 @@ from envforge.errors import BadInput, DriverFailure
 from envforge.stats import ks_test, support_pvalue
 from envforge.verify.context import VerifyContext, reset_mismatch
 from envforge.verify.findings import Finding, to_jsonable
+from envforge.verify.power import POWER, ks_min_detectable
 from envforge.verify.reachable import reachable_states
 from envforge.verify.search import run_search, search_settings
 from envforge.verify.seed_sweep import check_reset_sweep
@@ -198,17 +199,33 @@ def check_steps_unexecuted(
 
 
 def check_reset(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any]]:
+    """Resets are cheap next to steps, and a reset probability moved by a few percent needs
+    thousands of seeds a side: ``--scale`` below 1 does not shrink the sample (above 1 it
+    grows it)."""
     spec = ctx.spec
-    n = ctx.count(spec.verify.reset_samples, 200)
+    n = max(spec.verify.reset_samples, ctx.count(spec.verify.reset_samples, 200))
     seeds = (np.arange(n, dtype=np.uint64) * 7919 + ctx.options.seed * 104729).astype(np.uint32)
     ref = ctx.ref.reset(seeds)
     port = ctx.port.reset(seeds)
     if spec.rng.mode == "replicate":
         finding = reset_mismatch(ctx, 1, seeds, ref, port)
         return finding, {"reset_seeds": n, "reset_test": "exact"}
+    alpha = spec.verify.alpha / max(1, len(spec.state)) / 2.0  # per field, KS beside support
+    detectable = {f"p={p}": ks_min_detectable(p, n, alpha) for p in (0.5, 0.3, 0.1)}
     return _distribution_finding(
         ctx, ref, port, "reset.distribution", "reset distribution of {f} differs"
-    ), {"reset_seeds": n, "reset_test": "ks_2samp"}
+    ), {"reset_seeds": n, "reset_test": "ks_2samp", "reset_detectable": detectable}
+
+
+def reset_power(stats: dict[str, Any]) -> str:
+    """What the reset distribution test could catch, as the level's summary says it."""
+    detectable = stats.get("reset_detectable")
+    if not detectable:
+        return ""
+    return (
+        f"; at reset ({stats['reset_seeds']} seeds a side) a value of frequency 0.3 moving by "
+        f"{detectable['p=0.3']:.3g} is caught with {POWER:.0%} power"
+    )
 
 
 def _distribution_finding(
@@ -282,7 +299,7 @@ def _run_distributions(ctx: VerifyContext, stats_out: dict[str, Any]) -> LevelRe
     if result.finding is not None:
         level = LevelResult(1, "fail", result.finding.message, [result.finding], stats_out)
     else:
-        level = LevelResult(1, "pass", result.summary, stats=stats_out)
+        level = LevelResult(1, "pass", result.summary + reset_power(stats_out), stats=stats_out)
     level.coverage = result.coverage  # the runner replaces it when it measured coverage itself
     return level
 
@@ -317,6 +334,7 @@ def run(ctx: VerifyContext) -> LevelResult:
     summary = f"{counter.transitions} single-step transitions and resets agree"
     if ctx.spec.rng.step == "tape":
         summary += f" ({counter.draws} reference draws replayed and accounted for)"
+    summary += reset_power(stats_out)
     if stats_out.get("reset_sweep_seeds"):
         summary += f"; every seed below {stats_out['reset_sweep_seeds']} resets identically"
         if "reset_sweep_reduced_from" in stats_out:

@@ -83,3 +83,14 @@ def describe(name: str, k: int, states: int, p: float, n: int, alpha: float) -> 
     if down is None:
         text += " (no fall is)"
     return text
+
+
+def ks_min_detectable(p: float, n: int, alpha: float, power: float = POWER) -> float:
+    """A change of a value's frequency at reset (``p`` on the reference, ``n`` seeds a side)
+    that the two-sample KS test at level ``alpha`` catches with about ``power``: the test's
+    asymptotic critical distance ``sqrt(-ln(alpha / 2) / 2) * sqrt(2 / n)``, plus the
+    ``power`` quantile of the frequency difference's spread (KS's distance is at least that
+    difference, so this errs on the large side)."""
+    critical = math.sqrt(-math.log(alpha / 2.0) / 2.0) * math.sqrt(2.0 / n)
+    spread = math.sqrt(2.0 * p * (1.0 - p) / n)
+    return critical + float(sps.norm.ppf(power)) * spread

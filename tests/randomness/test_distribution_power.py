@@ -18,9 +18,9 @@ import pytest
 from conftest import ROOT, apply_patch
 
 from envforge.spec import load_spec
-from envforge.stats import chi_square_test
+from envforge.stats import chi_square_test, ks_test
 from envforge.verify.context import VerifyContext, VerifyOptions
-from envforge.verify.power import min_detectable
+from envforge.verify.power import ks_min_detectable, min_detectable
 from envforge.verify.runner import DriverPair, verify
 
 PORT_DIR = ROOT / "tests" / "ports" / "blackjack_ownkey"
@@ -237,3 +237,47 @@ def test_the_reported_detectable_change_is_caught_just_above_and_not_well_below(
         status[name] = (level.status, level.summary[:300])
     assert status["above"][0] == "fail", status
     assert status["below"][0] == "pass", status
+
+
+FICKLE_AT_RESET = "    fickle = jax.random.uniform(k_fickle) < 0.3\n"
+
+
+def _ks_rejections(p: float, q: float, n: int, alpha: float, trials: int, seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(trials):
+        a = (rng.random(n) < p).astype(np.float64)
+        b = (rng.random(n) < q).astype(np.float64)
+        hits += 2 * ks_test(a, b)[0] < alpha  # L1 halves the level: KS beside the support test
+    return hits / trials
+
+
+@pytest.mark.parametrize("p,n", [(0.3, 20000), (0.5, 2000)])
+def test_the_reset_statement_is_true_just_above_and_false_well_below(p: float, n: int) -> None:
+    """The change of a reset frequency that L1's summary states (``ks_min_detectable``) is
+    caught about 90% of the time by the KS test at the level L1 uses (Taxi's: 3 fields), and
+    half of it seldom."""
+    alpha = 0.001 / 3
+    rise = ks_min_detectable(p, n, alpha / 2)
+    above = _ks_rejections(p, p + 1.05 * rise, n, alpha, 200, 3)
+    below = _ks_rejections(p, p + 0.5 * rise, n, alpha, 200, 4)
+    assert above >= 0.85, above
+    assert below < 0.2, below
+
+
+def test_own_key_taxi_fickle_a_little_more_often_at_reset_fails_l1_at_quick_scale(
+    tmp_path: Path,
+) -> None:
+    """The campaign's survivor (a fickle passenger at reset with probability 0.33, not 0.3):
+    Taxi's spec asks for 20,000 reset seeds and ``--scale 0.2`` no longer shrinks them to 400,
+    which could not see it."""
+    spec = load_spec(TAXI_DIR / "env.toml")
+    assert spec.verify.reset_samples == 20000
+    edit = (FICKLE_AT_RESET, FICKLE_AT_RESET.replace("0.3", "0.33"))
+    broken = apply_patch(TAXI_DIR / "taxi.py", tmp_path, edit)
+    options = VerifyOptions(isolate=False, sandbox=None, scale=0.2)
+    level = verify(spec, broken.path.parent, [1], options).levels[0]
+    assert level.status == "fail", level.summary
+    finding = level.findings[0]
+    assert finding.check == "reset.distribution" and finding.fields == ["fickle_step"]
+    assert level.stats["reset_seeds"] == 20000
