@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rich.console import Console
@@ -176,7 +176,8 @@ class BenchReport:
         policy) series ``newer`` measured replaces the same series here whole (so one line
         of the table never mixes two runs), every other row stays as recorded. The new rows
         carry their own run's date, CPU, load and command (``Measurement.measured``); this
-        report's date, machine, command and step cost stay, and are still the other rows'."""
+        report's date, machine, command and step cost stay, and are still the other rows'.
+        When ``newer`` replaces every series, it is returned whole (its own date and machine)."""
         if newer.env != self.env:
             raise ValueError(f"cannot merge a {newer.env} run into the {self.env} report")
         mine = newer.machine
@@ -189,6 +190,8 @@ class BenchReport:
         }
         replaced = {(m.implementation, m.policy) for m in newer.measurements}
         kept = [m for m in self.measurements if (m.implementation, m.policy) not in replaced]
+        if not kept:  # every row measured again: the new run is the whole record
+            return replace(newer, cost=newer.cost or self.cost)
         fresh = [
             Measurement.from_dict({**m.to_dict(), "measured": stamp}) for m in newer.measurements
         ]

@@ -58,6 +58,15 @@ def test_merged_rows_replace_only_their_series_and_keep_their_own_run() -> None:
     assert "`cmd day 2`" in text and "`rust port` rows" not in text
 
 
+def test_a_run_that_measured_every_row_again_is_the_whole_record() -> None:
+    old = _report("day 1", "EPYC", [Measurement("jax port", "port", "random", 1, [1e5])])
+    new = _report("day 2", "Xeon", [Measurement("jax port", "port", "random", 1, [2e5])])
+    merged = old.merged(new)
+    assert merged.date == "day 2" and merged.machine["cpu"] == "Xeon"
+    assert merged.separately_measured() == []
+    assert "measured separately" not in section(merged)
+
+
 @pytest.mark.slow  # about 80 s at load 15 on 2 cores: the machine's limits are measured twice
 def test_targets_re_measures_one_port_and_merges_it(tmp_path: Path) -> None:
     """The script end to end on a copy of docs/bench/cartpole.json: only the JAX port's
