@@ -66,3 +66,14 @@ def test_the_mcp_verify_tool_names_the_levels() -> None:
     from envforge.mcp.server import LEVELS_LINE
 
     assert all(f"{lv.number} {lv.name} ({lv.question})" in LEVELS_LINE for lv in LEVELS)
+
+
+def test_the_built_in_agents_prompt_and_tool_describe_l0_as_the_table_does() -> None:
+    """The system prompt and the run_verify tool of `envforge translate`'s own agent said
+    "does it load" and "load and API contract" in their own words."""
+    from envforge.prompts.render import render, tool_specs
+
+    question = LEVELS[0].question.rstrip("?")
+    assert f'"0" ({question})' in render("system.j2", max_level=3)
+    (verify_tool,) = [t for t in tool_specs("0-3") if t.name == "run_verify"]
+    assert f"'0' ({question})" in verify_tool.parameters["properties"]["levels"]["description"]
