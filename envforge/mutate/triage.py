@@ -142,8 +142,14 @@ def differential_equivalence(result: DifferentialResult | None, full: bool) -> s
         if result.reset_comparison == "distribution"
         else f"identical resets for {result.resets} seeds"
     )
+    steps = f"identical steps on {result.transitions} transitions"
+    if result.unconfirmed:  # distribution mode: same-key differences, none borne out
+        steps = (
+            f"steps on {result.transitions} transitions of which {result.unconfirmed} differed "
+            "from the same key but not in distribution when resampled"
+        )
     return (
-        f"differential: {resets} and identical steps on {result.transitions} transitions "
+        f"differential: {resets} and {steps} "
         "(sampled states x every action or 8 per state, in batches and one per call; rollout "
         "states; branch-threshold states)"
     )

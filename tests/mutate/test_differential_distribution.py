@@ -40,3 +40,17 @@ def test_a_rekeyed_draw_is_no_difference_and_a_dealer_hitting_17_is(tmp_path: Pa
     changed = Differential(base, JaxDriver(spec, hits.path.parent)).run(SMALL, "small")
     assert changed.differs and "dealer" in changed.differing, changed.to_dict()
     assert changed.witness is not None and changed.witness["confirmed"]
+
+
+def test_an_equivalence_reason_says_when_same_key_differences_were_not_borne_out() -> None:
+    """Triage's reason said "identical steps" for a distribution-mode mutant whose steps
+    differed from the same key (suspects) but not in distribution."""
+    from envforge.mutate.differential import DifferentialResult
+    from envforge.mutate.triage import differential_equivalence
+
+    result = DifferentialResult("light", 1024, "distribution", transitions=5000)
+    assert "identical steps on 5000 transitions" in str(differential_equivalence(result, True))
+    result.unconfirmed = 7
+    reason = str(differential_equivalence(result, True))
+    assert "identical steps" not in reason
+    assert "7 differed from the same key but not in distribution" in reason
