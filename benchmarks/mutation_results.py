@@ -10,6 +10,8 @@
     .venv/bin/python benchmarks/mutation_results.py --envs pong --render  # a campaign, then the page
     .venv/bin/python benchmarks/mutation_results.py --envs uno --rerun clip:294:1 \
         --time-limit 3600 --why "its full differential outlasted the campaign's worker limit"
+    .venv/bin/python benchmarks/mutation_results.py --port tests/ports/taxi_ownkey \
+        --rerun constant:155:1 --time-limit 1200 --why "..."   # an own-key campaign's mutant
 
 Each campaign is `envforge mutate <env> --target T --max N --scale S [--seed-sweep K --jobs J]`;
 its JSON goes to
@@ -270,14 +272,34 @@ def said(run: Any) -> str:
     return "timed out" if run.timed_out else (run.error[:120] or "no finding")
 
 
+def port_label(folder: Path, env: str) -> str:
+    """A ``--port`` folder's campaign label: ``tests/ports/taxi_ownkey`` gives ``ownkey``."""
+    return folder.name.removeprefix(f"{env}_")
+
+
+def rerun_campaigns(args: argparse.Namespace) -> list[tuple[Path, Any]]:
+    """(JSON path, target) of each campaign ``--rerun`` names: the ``--port`` folder's, with
+    the spec beside it (before, ``--port`` was ignored here and the shipped port's campaign
+    was looked up), else each ``--envs`` x ``--targets`` shipped port's."""
+    if args.port:
+        spec = load_spec(Path(args.port) / "env.toml")
+        path = campaign_path(spec.name, port_label(Path(args.port), spec.name))
+        return [(path, resolve_target(spec, "port", "jax", args.port))]
+    return [
+        (campaign_path(e, t), resolve_target(spec_for_name(e), "port", t, None))
+        for e in args.envs.split(",")
+        for t in args.targets.split(",")
+    ]
+
+
 def rerun(args: argparse.Namespace) -> None:
-    """Run ``--rerun``'s mutants of each recorded ``--envs`` x ``--targets`` campaign again,
-    alone, with the options the campaign recorded, and put their outcomes back."""
+    """Run ``--rerun``'s mutants of each recorded campaign (``--port``'s, or each ``--envs`` x
+    ``--targets``) again, alone, with the options the campaign recorded, and put their
+    outcomes back."""
     if not args.why:
         sys.exit("--rerun needs --why: the reason is recorded beside the outcome")
     ids = args.rerun.split(",")
-    for env, kind in ((e, t) for e in args.envs.split(",") for t in args.targets.split(",")):
-        path = campaign_path(env, kind)
+    for path, target in rerun_campaigns(args):
         campaign = json.loads(path.read_text())
         unknown = sorted(set(ids) - {m["id"] for m in campaign["mutants"]})
         if unknown:  # before, such ids selected nothing and the JSON got an empty re-run entry
@@ -290,7 +312,7 @@ def rerun(args: argparse.Namespace) -> None:
         )
         print(f"re-running {ids} of {path.name} alone", file=sys.stderr, flush=True)
         again = run_campaign(
-            resolve_target(spec_for_name(env), "port", kind, None),
+            target,
             list(campaign["levels"]),
             options,
             parallel=args.jobs or 1,
@@ -354,7 +376,8 @@ def main() -> int:
         "--port",
         default=None,
         help="a JAX port folder with its own env.toml (tests/ports/taxi_ownkey): its campaign, "
-        "with that spec, goes to docs/mutate/<env>-<folder name less '<env>_'>.json",
+        "with that spec, goes to docs/mutate/<env>-<folder name less '<env>_'>.json (with "
+        "--rerun: that campaign's mutants are re-run)",
     )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -400,7 +423,7 @@ def main() -> int:
         data["load_before"] = list(started)
         label = kind
         if args.port:  # the spec beside the port: only this script can run it
-            label = folder.name.removeprefix(f"{env}_")
+            label = port_label(folder, env)
             data["command"] = (
                 data["command"].replace(
                     f"envforge mutate {env}", "python benchmarks/mutation_results.py"
