@@ -22,6 +22,7 @@ from envforge.backends.recipe import STRICT_XLA_FLAGS
 from envforge.bench.bench_report import BenchReport
 from envforge.bench.measure import BenchSettings, Measurement
 from envforge.errors import BadInput, DriverFailure, EnvforgeError
+from envforge.orphans import exit_with_parent
 from envforge.sandbox.base import Sandbox
 from envforge.sandbox.jobs import run_job as run_sandboxed_job
 from envforge.spec import EnvSpec
@@ -80,7 +81,10 @@ def _job_rust(spec: EnvSpec, port: str, settings: BenchSettings, label: str) -> 
     return {"measurements": [m.to_dict() for m in rows]}
 
 
-def _child(target: Callable[..., dict], args: tuple, env: dict[str, str], conn: Any) -> None:
+def _child(
+    target: Callable[..., dict], args: tuple, env: dict[str, str], conn: Any, parent: int
+) -> None:
+    exit_with_parent(parent)  # a bench killed from outside leaves no job measuring on
     os.environ.update(env)  # before anything imports jax
     try:
         conn.send(("ok", target(*args)))
@@ -93,7 +97,7 @@ def run_job(
 ) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(target, args, env or {}, child))
+    proc = ctx.Process(target=_child, args=(target, args, env or {}, child, os.getpid()))
     proc.start()
     child.close()
     try:

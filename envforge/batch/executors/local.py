@@ -11,7 +11,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import threading
-import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -20,22 +19,11 @@ from envforge.batch.gate import Gate
 from envforge.batch.plan import JobPlan
 from envforge.batch.run_job import conclude, run_job
 from envforge.errors import BadInput, EnvforgeError
+from envforge.orphans import exit_with_parent
 from envforge.spec import EnvSpec
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 from envforge.verify.verdict import Report
-
-
-def _exit_with_parent(parent: int) -> None:
-    """Pool initializer: a worker whose batch process was killed (kill -9) exits too, instead
-    of waiting forever on a queue the dead parent can no longer close."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True, name="envforge-parent-watch").start()
 
 
 def _verify_in_child(
@@ -59,7 +47,7 @@ class PoolVerifier:
         return ProcessPoolExecutor(
             max_workers=self.workers,
             mp_context=mp.get_context("spawn"),
-            initializer=_exit_with_parent,
+            initializer=exit_with_parent,
             initargs=(os.getpid(),),
         )
 
