@@ -7,6 +7,11 @@ branch random play reaches in under 1% of steps caught at default scale, naming 
   nothing and the turn goes on. Random play wins by a roll in about 0.3% of steps (0.08% exactly
   on 50). Found by coverage steering: pig.c's ``*reward = 1.0f`` lines run from about 1% of
   the candidates (gcov), so their witnesses are tested with twice the samples.
+* Duel: a Gamble that comes up tails draws its caster one card instead of two. Random play
+  flips tails in about 0.75% of steps (a Gamble of either side in about 1.5%). Found by
+  coverage steering: duel.py's Gamble lines are rare branches, and at their witnesses (4000
+  samples a side) the caster's deck differs. Duel's L1 steps its Python reference from 176
+  states at default scale: minutes, so both Duel checks are slow.
 """
 
 from __future__ import annotations
@@ -22,10 +27,15 @@ from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 
 PIG_DIR = ROOT / "tests" / "ports" / "pig_ownkey"
+DUEL_DIR = ROOT / "tests" / "ports" / "duel_ownkey"
 OPTIONS = VerifyOptions(isolate=False, sandbox=None)
 WIN_ONLY_PAST_50 = (
     "    bank = turn_over | (state.me + turn >= GOAL)\n",
     "    bank = turn_over | (state.me + turn > GOAL)\n",
+)
+TAILS_DRAWS_ONE = (
+    "    g = _draw(g, side, gamble & ~heads)\n    g = _draw(g, side, gamble & ~heads)\n",
+    "    g = _draw(g, side, gamble & ~heads)\n",
 )
 
 
@@ -69,8 +79,55 @@ def test_own_key_pig_whose_winning_roll_must_pass_50_fails_l1_naming_turn(
     assert level.stats["rare_branch_states"] > 0
 
 
+def test_random_play_flips_a_duel_gamble_tails_in_under_one_percent_of_steps() -> None:
+    """On the Python reference, its generator's coin watched, uniform random actions."""
+    import importlib.util
+
+    path = ROOT / "references" / "duel" / "duel.py"
+    module_spec = importlib.util.spec_from_file_location("ownkey_ref_duel", path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    env = module.Duel()
+    flips: list[float] = []
+
+    class Coin:
+        def __init__(self, generator: np.random.Generator) -> None:
+            self.generator = generator
+
+        def random(self) -> float:
+            flips.append(float(self.generator.random()))
+            return flips[-1]
+
+    rng = np.random.default_rng(12)
+    steps = tails = 0
+    for _ in range(1500):
+        env.reset(seed=int(rng.integers(2**31)))
+        env.np_random = Coin(env.np_random)
+        done = False
+        while not done:
+            flips.clear()
+            _, _, terminated, truncated, _ = env.step(int(rng.integers(8)))
+            steps += 1
+            tails += any(u >= 0.5 for u in flips)  # RULES.md: heads is a number below 0.5
+            done = terminated or truncated
+    assert steps > 20_000 and 0.003 < tails / steps < 0.01, (tails, steps)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("port_dir", [PIG_DIR], ids=["pig"])
+def test_own_key_duel_whose_gamble_draws_one_card_on_tails_fails_l1(tmp_path: Path) -> None:
+    broken = apply_patch(DUEL_DIR / "duel.py", tmp_path, TAILS_DRAWS_ONE)
+    level = verify(load_spec(DUEL_DIR / "env.toml"), broken.path.parent, [1], OPTIONS).levels[0]
+    assert level.status == "fail", level.summary
+    finding = level.findings[0]
+    assert finding.check == "step.distribution"
+    # the caster's deck keeps a card (and its hand lacks one); obs counts the deck
+    assert finding.fields[0] in ("my_deck", "my_hand", "opp_deck", "opp_hand", "obs")
+    assert "a rare branch" in finding.message, finding.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("port_dir", [PIG_DIR, DUEL_DIR], ids=["pig", "duel"])
 def test_own_key_dice_port_verifies_equivalent_l0_to_l3(port_dir: Path) -> None:
     spec = load_spec(port_dir / "env.toml")
     report = verify(spec, port_dir, [0, 1, 2, 3], OPTIONS)
