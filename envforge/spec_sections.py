@@ -96,10 +96,21 @@ class StateField(FrozenModel):
     pad: float | None = None
     """A variable-length list on the reference (a hand of cards) as a fixed array: its elements
     first, then this sentinel up to the field's shape (the list's length is where it starts)."""
+    shuffled: bool = False
+    """A pile whose order nothing shows (a draw pile): its items (before ``pad``) are dealt as
+    from a shuffled pile, so a training step may deal them lazily (a random card, not the top).
+    Only the training-path check reads it: it shuffles the items before each sampled step, on
+    both sides, and compares the field as a multiset. Needs a 1-D field with ``pad``."""
 
     labels: tuple[str, ...] = ()
     """Array fields: a name per element (flattened order), e.g. the joint each ``qvel[i]``
     belongs to; findings and error tables then say ``qvel[3] (bthigh)``."""
+
+    @model_validator(mode="after")
+    def _shuffled_pile(self) -> StateField:
+        if self.shuffled and (self.pad is None or len(self.shape) != 1):
+            raise ValueError(f"{self.name}: shuffled needs a 1-D field with pad (a pile's items)")
+        return self
 
     @property
     def np_dtype(self) -> np.dtype:

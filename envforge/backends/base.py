@@ -167,6 +167,16 @@ class Driver(ABC):
         needs). None where the implementation has no such other step."""
         return None
 
+    def step_training(
+        self, state: State, actions: np.ndarray, seeds: np.ndarray
+    ) -> Transition | None:
+        """The step training takes where it is not the verified one, its draws from the
+        implementation's own training generator seeded anew for each row from ``seeds`` (a JAX
+        port's ``step`` under ``[rng] step``, which draws from ``state.key``). The verifier
+        compares it in distribution (``verify/training_path.py``). None where there is no such
+        other step, or it cannot be seeded per row."""
+        return None
+
     def explain(self, state: State, actions: np.ndarray) -> list[str] | None:
         """The implementation's own words for what each env's step from ``state`` with
         ``actions`` will do (a JavaScript reference's optional ``explain`` export: which move,

@@ -307,6 +307,12 @@ class IsolatedDriver(Driver):
         result: Transition | None = self._call("step_own", state, actions)
         return result
 
+    def step_training(
+        self, state: State, actions: np.ndarray, seeds: np.ndarray
+    ) -> Transition | None:
+        result: Transition | None = self._call("step_training", state, actions, seeds)
+        return result
+
     def reset_rows(self, state: State, done: np.ndarray, seeds: np.ndarray) -> State | None:
         result = self._call("reset_rows", state, done, seeds)
         if result is not None and not isinstance(result, dict):

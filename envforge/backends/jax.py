@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, batch_size
-from envforge.digest.blocks import LANE_START, fold_index, join, word_key
+from envforge.digest.blocks import join
 from envforge.errors import BadInput, ContractViolation
 from envforge.kit.contract import JaxPort, JaxPortWithDraws, lacks, members
 from envforge.rng.draws import DrawLog
@@ -118,6 +118,7 @@ class JaxDriver(Driver):
         self._observe = jax.jit(jax.vmap(lambda canon: m.observe(m.from_canonical(canon))))
         self._x64 = bool(jax.config.read("jax_enable_x64"))
         self._step_draws: Any = None
+        self._step_training: Any = None
         self._jax = jax
         self._native: bool | None = None
         self._digests: dict[int, Any] = {}
@@ -195,34 +196,19 @@ class JaxDriver(Driver):
         return self._native
 
     def _digest(self, seeds: Any, block: int) -> tuple[Any, Any]:
-        jax, jnp = self._jax, self._jnp
-        canon = self._reset_canonical(seeds)
-        n = seeds.shape[0]
-        lo = jnp.full(n, LANE_START[0], jnp.uint32)
-        hi = jnp.full(n, LANE_START[1], jnp.uint32)
-        j = 0
-        for f in self.spec.state:
-            value = jnp.asarray(canon[f.name]).reshape(n, -1)
-            if f.np_dtype.itemsize == 1:
-                words = value.astype(jnp.uint32)
-            else:
-                words = jax.lax.bitcast_convert_type(value, jnp.uint32)
-            for k in range(words.shape[1]):
-                lo = (lo ^ words[:, k]) * jnp.uint32(word_key(j, 0))
-                hi = (hi ^ words[:, k]) * jnp.uint32(word_key(j, 1))
-                j += 1
-        lo, hi = fold_index(lo, hi, jnp.arange(n, dtype=jnp.uint32) % jnp.uint32(block))
-        return (
-            lo.reshape(-1, block).sum(axis=1, dtype=jnp.uint32),
-            hi.reshape(-1, block).sum(axis=1, dtype=jnp.uint32),
-        )
+        from envforge.backends.jax_traced import digest_lanes
+
+        return digest_lanes(self.spec, self._reset_canonical(seeds), seeds.shape[0], block)
 
     def step(self, state: State, actions: np.ndarray) -> Transition:
         n = batch_size(state)
         pad = _bucket(n)
-        canon, obs, reward, terminated, truncated = self._step(
-            self._state_in(state, pad), self._to_device(np.asarray(actions), pad)
-        )
+        out = self._step(self._state_in(state, pad), self._to_device(np.asarray(actions), pad))
+        return self._transition(out, n)
+
+    def _transition(self, out: tuple, n: int) -> Transition:
+        """The first ``n`` rows of a jitted step's (state, obs, reward, terminated, truncated)."""
+        canon, obs, reward, terminated, truncated = out[:5]
         return Transition(
             state=self._out(canon, n),
             obs=self._out(obs, n),
@@ -309,19 +295,10 @@ class JaxDriver(Driver):
             raise ContractViolation("port", "step_draws", f"{lacking}; {needs}")
         size = self.spec.rng.tape_size
         if self._step_draws is None:
+            from envforge.backends.jax_traced import draws_step
+
             jax, m = self._jax, self.module
-
-            def one(canon: dict, action: Any, tape: Any, seed: Any, taped: Any) -> tuple:
-                key = jax.random.fold_in(jax.random.PRNGKey(seed[0]), seed[1])
-                own = jax_draws.Draws.from_key(key, size)
-                draws = own._replace(tape=tape.astype(own.tape.dtype), taped=taped)
-                s2, obs, reward, term, trunc, d = m.step_with_draws(
-                    m.from_canonical(canon), action, draws
-                )
-                log = (d.kind, d.a, d.b, d.value, d.site, d.drawn)
-                return m.to_canonical(s2), obs, reward, term, trunc, log
-
-            self._step_draws = jax.jit(jax.vmap(one))
+            self._step_draws = jax.jit(jax.vmap(draws_step(m, size)))
         n = batch_size(state)
         pad = _bucket(n)
         seeds = np.asarray(seeds, dtype=np.uint64)
@@ -330,14 +307,14 @@ class JaxDriver(Driver):
         if values.shape[1] < size:
             values = np.pad(values, ((0, 0), (0, size - values.shape[1])))
         taped = np.full(n, tape is not None)
-        canon, obs, reward, terminated, truncated, log = self._step_draws(
+        out = self._step_draws(
             self._state_in(state, pad),
             self._to_device(np.asarray(actions), pad),
             self._to_device(np.asarray(values, np.float64), pad),
             self._to_device(halves.astype(np.uint32), pad),
             self._to_device(taped, pad),
         )
-        kind, a, b, value, site, count = (self._out(x, n) for x in log)
+        kind, a, b, value, site, count = (self._out(x, n) for x in out[5])
         drawn = DrawLog(
             kind=kind.astype(np.int8),
             a=a.astype(np.float64),
@@ -347,14 +324,33 @@ class JaxDriver(Driver):
             count=count.astype(np.int32),
             sites=list(jax_draws.SITES),
         )
-        transition = Transition(
-            state=self._out(canon, n),
-            obs=self._out(obs, n),
-            reward=self._out(reward, n),
-            terminated=self._out(terminated, n),
-            truncated=self._out(truncated, n),
+        return self._transition(out, n), drawn
+
+    def step_training(
+        self, state: State, actions: np.ndarray, seeds: np.ndarray
+    ) -> Transition | None:
+        """The port's own ``step`` (what ``envforge.make``, bench and L4 training take) with the
+        generator it keeps in its state as ``key`` replaced by one made from each row's seed,
+        so one state stepped with n seeds gives n samples of the training path. None where the
+        spec has no ``[rng] step`` (``step`` is then the verified step itself); a port whose
+        state keeps no ``key`` of the key's shape breaks ``JaxPortWithDraws``."""
+        if self.spec.rng.step == "none":
+            return None
+        if self._step_training is None:
+            from envforge.backends.jax_traced import training_step
+
+            jax, m = self._jax, self.module
+            self._step_training = jax.jit(jax.vmap(training_step(m)))
+        n = batch_size(state)
+        pad = _bucket(n)
+        seeds = np.asarray(seeds, dtype=np.uint64)
+        halves = np.stack([seeds & np.uint64(0xFFFFFFFF), seeds >> np.uint64(32)], axis=1)
+        out = self._step_training(
+            self._state_in(state, pad),
+            self._to_device(np.asarray(actions), pad),
+            self._to_device(halves.astype(np.uint32), pad),
         )
-        return transition, drawn
+        return self._transition(out, n)
 
     def run_steps(self, batch: int, steps: int, seed: int) -> float:
         """``Driver.run_steps`` as one jitted ``lax.scan`` of the vmapped native step with

@@ -53,7 +53,9 @@ class JaxPort(Protocol):
 
 class JaxPortWithDraws(JaxPort, Protocol):
     """A JAX port of a spec with ``[rng] step``: it also takes its random numbers from a
-    ``Draws`` (``from envforge.kit import Draws``), the reference's tape under verification."""
+    ``Draws`` (``from envforge.kit import Draws``), the reference's tape under verification.
+    Its ``step`` (training) draws from a ``jax.random`` key kept in its state as ``key`` (not
+    canonical), which the verifier replaces to compare that step in distribution."""
 
     def step_with_draws(
         self, state: EnvState, action: jax.Array, draws: Draws

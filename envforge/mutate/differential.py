@@ -27,7 +27,8 @@ import numpy as np
 from scipy import stats
 
 from envforge.backends.base import Driver, State, Transition, take_state
-from envforge.mutate.differential_dist import StepSuspects
+from envforge.mutate.differential_dist import StepSuspects, paired_shift_pvalue, value_at
+from envforge.mutate.differential_training import MutantStepFailed, run_phase
 from envforge.rng.draws import row_seeds
 from envforge.stats import support_pvalue
 from envforge.verify.boundaries import boundary_states
@@ -104,6 +105,8 @@ class DifferentialResult:
     """The original itself failed on an input, so the comparison stopped early."""
     unconfirmed: int = 0
     """Step rows that differed per key but not in distribution (``differential_dist.py``)."""
+    training_transitions: int = 0
+    """Of ``transitions``, training steps compared (tape specs: ``differential_training.py``)."""
 
     @property
     def differs(self) -> bool:
@@ -201,8 +204,8 @@ class Differential:
         draws_differ = np.zeros(len(actions), dtype=bool)
         try:
             if self.spec.rng.step == "tape":
-                # as the verifier compares: the mutant replays the original's draws, so a
-                # change to the port's own generator (used only in training) is no difference
+                # as the verifier's exact checks compare: the mutant replays the original's
+                # draws (the training step, with its own generator, is compared afterwards)
                 seeds = row_seeds(state, actions)
                 a, drawn = self.original.step_draws(state, actions, seeds, None)
                 b, mutant_drawn = self.mutant.step_draws(state, actions, seeds, drawn)
@@ -241,8 +244,8 @@ class Differential:
                     where,
                     state={k: v[i] for k, v in state.items()},
                     action=actions[i],
-                    original={k: _value(a, k, i) for k in keys},
-                    mutant={k: _value(b, k, i) for k in keys},
+                    original={k: value_at(a, k, i) for k in keys},
+                    mutant={k: value_at(b, k, i) for k in keys},
                 )
         return a
 
@@ -257,14 +260,24 @@ class Differential:
         if self.suspects is None:
             return
         how = self.suspects.settle(self.original, self.mutant, self.spec.verify.alpha)
-        if how is None:
-            result.unconfirmed = self.suspects.n
+        _record(result, self.suspects, how)
+
+    def _training(self, effort: Effort, result: DifferentialResult) -> None:
+        """Tape specs, nothing found so far: the training steps (``differential_training.py``)."""
+        phase, how = run_phase(
+            self.original,
+            self.mutant,
+            self.rng,
+            effort.sampled_states,
+            effort.rollout_envs,
+            effort.rollout_steps,
+            self._actions,
+        )
+        if phase is None:
             return
-        result.rows_differing += self.suspects.n
-        for k, count in self.suspects.key_counts.items():
-            result.differing[k] = result.differing.get(k, 0) + count
-        if result.witness is None:
-            result.witness = to_jsonable({**self.suspects.rows[0], "confirmed": how})
+        result.transitions += phase.transitions
+        result.training_transitions = phase.transitions
+        _record(result, phase.suspects, how)
 
     def _flag_follows_predicate(
         self, before: State, actions: np.ndarray, tr: Transition
@@ -337,43 +350,28 @@ class Differential:
             self.rollouts(effort.rollout_envs, effort.rollout_steps, result)
             self.boundaries(effort.boundary_lines, result)
             self._settle(result)
+            if not result.differing and self.spec.rng.step == "tape":
+                self._training(effort, result)
             if effort.all_seeds and not result.differing:
                 self.all_seeds(result)
-        except MutantFailed as e:
+        except (MutantFailed, MutantStepFailed) as e:
             result.error = str(e)[:500]
         except Exception as e:  # noqa: BLE001 - the original failed: no evidence either way
             result.inconclusive = f"original raised {type(e).__name__}: {str(e)[:300]}"
         return result
 
 
-PAIRED_MAX_VALUES = 32
-
-
-def paired_shift_pvalue(x: np.ndarray, y: np.ndarray) -> float:
-    """Both sides reset from the same seeds (row by row): per value v, the seeds where only
-    the original gives v against those where only the mutant does. Whenever the two
-    distributions agree (the mutant's draws the same, re-keyed or independent) the two counts
-    are equal in expectation, so a one-way excess is a changed distribution: a binomial test
-    per value, Bonferroni over the values (at most ``PAIRED_MAX_VALUES``, else 1). Far more
-    powerful than KS on the two samples: taxi's fickle passenger at 0.33 instead of 0.3 moves
-    3% of seeds one way, which KS over 4096 seeds does not see."""
-    values = np.unique(np.concatenate([x, y]))
-    if len(values) > PAIRED_MAX_VALUES:
-        return 1.0
-    p = 1.0
-    for v in values:
-        only_x = int(np.sum((x == v) & (y != v)))
-        only_y = int(np.sum((x != v) & (y == v)))
-        if only_x + only_y:
-            p = min(p, float(stats.binomtest(only_x, only_x + only_y).pvalue))
-    return min(1.0, p * len(values))
+def _record(result: DifferentialResult, suspects: StepSuspects, how: str | None) -> None:
+    """Settled suspects into the result: confirmed (``how``), they differ; else unconfirmed."""
+    if how is None:
+        result.unconfirmed += suspects.n
+        return
+    result.rows_differing += suspects.n
+    for k, count in suspects.key_counts.items():
+        result.differing[k] = result.differing.get(k, 0) + count
+    if result.witness is None:
+        result.witness = to_jsonable({**suspects.rows[0], "confirmed": how})
 
 
 def _rows(mask: np.ndarray, like: np.ndarray) -> np.ndarray:
     return mask.reshape(mask.shape + (1,) * (like.ndim - 1))
-
-
-def _value(tr: Transition, key: str, i: int) -> Any:
-    if key in tr.state:
-        return tr.state[key][i]
-    return getattr(tr, key)[i]

@@ -125,3 +125,28 @@ class StepSuspects:
         if min(p_pair, p_res) >= level:
             return None
         return f"paired shift of {key}" if p_pair <= p_res else why
+
+
+def paired_shift_pvalue(x: np.ndarray, y: np.ndarray) -> float:
+    """Both sides reset from the same seeds (row by row): per value v, the seeds where only
+    the original gives v against those where only the mutant does. Whenever the two
+    distributions agree (the mutant's draws the same, re-keyed or independent) the two counts
+    are equal in expectation, so a one-way excess is a changed distribution: a binomial test
+    per value, Bonferroni over the values (at most ``PAIRED_MAX_VALUES``, else 1). Far more
+    powerful than KS on the two samples: taxi's fickle passenger at 0.33 instead of 0.3 moves
+    3% of seeds one way, which KS over 4096 seeds does not see."""
+    values = np.unique(np.concatenate([x, y]))
+    if len(values) > PAIRED_MAX_VALUES:
+        return 1.0
+    p = 1.0
+    for v in values:
+        only_x = int(np.sum((x == v) & (y != v)))
+        only_y = int(np.sum((x != v) & (y == v)))
+        if only_x + only_y:
+            p = min(p, float(stats.binomtest(only_x, only_x + only_y).pvalue))
+    return min(1.0, p * len(values))
+
+
+def value_at(tr: Transition, key: str, i: int) -> Any:
+    """Row ``i`` of a transition's ``key`` (a state field, or obs, reward, a flag)."""
+    return tr.state[key][i] if key in tr.state else getattr(tr, key)[i]

@@ -56,6 +56,12 @@ class CheckedDriver(Driver):
             raise ContractViolation(self.side, "step_draws", "returned no draw log for the batch")
         return check_transition(self.spec, tr, len(actions), self.side), log
 
+    def step_training(
+        self, state: State, actions: np.ndarray, seeds: np.ndarray
+    ) -> Transition | None:
+        tr = self.inner.step_training(state, actions, seeds)
+        return None if tr is None else check_transition(self.spec, tr, len(actions), self.side)
+
     def observe(self, state: State) -> np.ndarray:
         obs = np.asarray(self.inner.observe(state))
         expected = (len(next(iter(state.values()))), *self.spec.observation.shape)

@@ -15,7 +15,8 @@ import pytest
 from conftest import ROOT, apply_patch
 from scipy import stats
 
-from envforge.mutate.differential import Differential, Effort, paired_shift_pvalue
+from envforge.mutate.differential import Differential, Effort
+from envforge.mutate.differential_dist import paired_shift_pvalue
 from envforge.spec import load_spec
 
 TAXI_DIR = ROOT / "tests" / "ports" / "taxi_ownkey"
