@@ -46,7 +46,13 @@ from envforge.train.ppo import TrainResult
 from envforge.train.vec_env import DriverVecEnv
 from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding, to_jsonable
-from envforge.verify.level4_transfer_findings import LEVEL, Direction, direction_findings
+from envforge.verify.level4_transfer_findings import (
+    LEVEL,
+    Direction,
+    direction_findings,
+    paired_episodes_differ,
+    probe_mismatch,
+)
 from envforge.verify.verdict import LevelResult
 
 # ---- training ---------------------------------------------------------------------------------
@@ -236,6 +242,9 @@ def run(ctx: VerifyContext) -> LevelResult:
     if ctx.options.both_directions:
         reverse = _train_host_on(ctx.ref, ctx.spec, cfg.reverse_ppo, cfg, ctx.options.seed + 1)
         directions.append(run_direction(ctx, cfg, "reference", reverse))
+    for d in directions:
+        if d.status != "fail" and paired_episodes_differ(ctx.spec, cfg, d):
+            d.mismatch = probe_mismatch(ctx, d.training.policy, cfg)
     statuses = [d.status for d in directions]
     status = (
         "fail"

@@ -14,10 +14,12 @@ from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
 from envforge.spec import load_spec
 from envforge.stats import better_than, compare_samples, tost
 from envforge.train.config import l4_config
+from envforge.train.evaluate import EpisodeStats
 from envforge.train.policy import Policy
 from envforge.train.ppo import TrainResult, network_for
 from envforge.verify.context import VerifyContext, VerifyOptions
 from envforge.verify.level4_transfer import run_direction
+from envforge.verify.level4_transfer_findings import Direction, paired_episodes_differ
 from envforge.verify.runner import verify
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,6 +137,32 @@ def test_l4_is_inconclusive_when_the_policy_did_not_learn():
     assert direction.test.equivalent and not direction.beats_random
     assert direction.status == "inconclusive"
     assert "not clearly better than random" in direction.summary()
+
+
+def _episodes(side: str, returns: list[float], lengths: list[int]) -> EpisodeStats:
+    n = len(returns)
+    seeds = np.arange(n, dtype=np.uint32)
+    return EpisodeStats(
+        side, seeds, np.zeros(n, int), np.asarray(returns), np.asarray(lengths),
+        np.ones(n, bool), {"tick": seeds},
+    )  # fmt: skip
+
+
+def test_paired_episodes_of_a_deterministic_env_and_policy_must_be_identical() -> None:
+    pong = load_spec(ROOT / "references" / "pong" / "env.toml")
+    # compared within tolerances: two equivalent envs' episodes may drift apart
+    cartpole = load_spec(ROOT / "references" / "cartpole" / "env.toml")
+    same = _episodes("port", [10.0, 12.0], [7000, 7100])
+
+    def direction(port: EpisodeStats) -> Direction:
+        ref = _episodes("reference", [10.0, 12.0], [7000, 7100])
+        test = tost([port.returns], [ref.returns], 3.0, 0.05, True)
+        return Direction("port", None, port, ref, ref, test, True, 20.0, 0.0, [], [])  # type: ignore[arg-type]
+
+    one_point_less = _episodes("port", [10.0, 11.0], [7000, 7100])
+    assert paired_episodes_differ(pong, l4_config(pong), direction(one_point_less))
+    assert not paired_episodes_differ(pong, l4_config(pong), direction(same))
+    assert not paired_episodes_differ(cartpole, l4_config(cartpole), direction(one_point_less))
 
 
 @pytest.mark.slow  # about a minute and a half on 2 cores (training 4 x 400k steps, long games)
