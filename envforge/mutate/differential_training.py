@@ -43,10 +43,16 @@ Inputs = Iterator[tuple[State, np.ndarray, str]]
 
 
 def has_training_path(original: Driver, mutant: Driver) -> bool:
+    """Whether both sides have a training step of their own (one row tried on each)."""
     state = original.reset(np.zeros(1, np.uint32))
     action = random_actions(original.spec, np.random.default_rng(0), 1)
     seeds = np.zeros(1, np.uint64)
-    return all(d.step_training(state, action, seeds) is not None for d in (original, mutant))
+    if original.step_training(state, action, seeds) is None:
+        return False
+    try:
+        return mutant.step_training(state, action, seeds) is not None
+    except Exception as e:  # noqa: BLE001
+        raise MutantStepFailed(f"training step raised {type(e).__name__}: {e}") from e
 
 
 def _sampled(
