@@ -25,6 +25,7 @@ from hypothesis.errors import Unsatisfiable
 from envforge.backends.base import State, batch_size, take_state
 from envforge.errors import BadInput, DriverFailure
 from envforge.stats import ks_test, support_pvalue
+from envforge.verify import reset_valid
 from envforge.verify.context import VerifyContext, reset_mismatch
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.power import POWER, ks_min_detectable
@@ -212,9 +213,10 @@ def check_reset(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any]]:
         return finding, {"reset_seeds": n, "reset_test": "exact"}
     alpha = spec.verify.alpha / max(1, len(spec.state)) / 2.0  # per field, KS beside support
     detectable = {f"p={p}": ks_min_detectable(p, n, alpha) for p in (0.5, 0.3, 0.1)}
-    return _distribution_finding(
+    finding = _distribution_finding(
         ctx, ref, port, "reset.distribution", "reset distribution of {f} differs"
-    ), {"reset_seeds": n, "reset_test": "ks_2samp", "reset_detectable": detectable}
+    ) or reset_valid.check(ctx, seeds, ref, port)
+    return finding, {"reset_seeds": n, "reset_test": "ks_2samp", "reset_detectable": detectable}
 
 
 def reset_power(stats: dict[str, Any]) -> str:
