@@ -35,6 +35,7 @@ from envforge.verify.boundaries import boundary_states
 from envforge.verify.compare import compare_states, compare_transitions, follows_termination
 from envforge.verify.findings import to_jsonable
 from envforge.verify.policies import random_actions
+from envforge.verify.reset_valid import broken_clause, fields_read
 from envforge.verify.strategies import sample_states
 from envforge.verify.tape import account
 
@@ -162,8 +163,14 @@ class Differential:
 
     def _reset_distributions(self, a: State, b: State, result: DifferentialResult) -> None:
         """Sync mode: resets are random draws, so only their distributions must agree (KS and
-        support tests per component, as L1 does, and the paired shift test of the same seeds)."""
+        support tests per component, as L1 does, and the paired shift test of the same seeds),
+        and the mutant's must satisfy the spec's ``valid`` rule where the original's all do."""
         alpha = self.spec.verify.alpha / max(1, len(self.spec.state))
+        valid_a, valid_b = self.spec.valid_mask(a), self.spec.valid_mask(b)
+        if valid_a.all() and not valid_b.all():  # right field by field, wrong jointly
+            clause = broken_clause(self.spec, b, int(np.flatnonzero(~valid_b)[0]))
+            keys = fields_read(self.spec, clause) or ["reset"]
+            self._note(result, keys, "reset breaks the spec's valid rule", test=clause)
         for f in self.spec.state:
             x = a[f.name].reshape(len(a[f.name]), -1).astype(np.float64)
             y = b[f.name].reshape(len(b[f.name]), -1).astype(np.float64)

@@ -3,10 +3,13 @@ catches a reset that is right field by field and wrong jointly (envforge/verify/
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
-from conftest import ROOT
+from conftest import ROOT, apply_patch
 
 from envforge.backends.jax import JaxDriver
+from envforge.mutate.differential import Differential, DifferentialResult
 from envforge.spec import load_spec
 from envforge.verify import reset_valid
 from envforge.verify.context import VerifyContext, VerifyOptions
@@ -39,3 +42,21 @@ def test_the_rules_top_level_terms_are_split_outside_brackets() -> None:
         "(b & c)",
         "d",
     ]
+
+
+def test_the_differential_tells_a_jointly_wrong_reset_apart(tmp_path: Path) -> None:
+    spec = load_spec(UNO / "env.toml")
+    original = JaxDriver(spec, UNO_PORT)
+    colour = "    chosen = jnp.where(trait(top) == WILD, jax.random.randint(pick, (), 0, 4), color(top))\n"
+    mutant = JaxDriver(
+        spec,
+        apply_patch(
+            UNO_PORT / "uno.py",
+            tmp_path,
+            (colour, "    chosen = jax.random.randint(pick, (), 0, 4)\n"),
+        ).path,
+    )
+    result = DifferentialResult(effort="resets")
+    Differential(original, mutant, 0).resets(256, result)
+    assert set(result.differing) == {"target", "target_color"}
+    assert result.witness["where"] == "reset breaks the spec's valid rule"
