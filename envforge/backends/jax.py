@@ -84,6 +84,13 @@ def _bucket(n: int) -> int:
     return max(MIN_PADDED_BATCH, 1 << max(0, n - 1).bit_length())
 
 
+def _seed_halves(seeds: np.ndarray) -> np.ndarray:
+    """uint64 seeds as ``[n, 2]`` uint32 (low, high): how the traced steps make their keys."""
+    seeds = np.asarray(seeds, dtype=np.uint64)
+    halves = np.stack([seeds & np.uint64(0xFFFFFFFF), seeds >> np.uint64(32)], axis=1)
+    return halves.astype(np.uint32)
+
+
 SEQUENCE_MIN_STEPS = 256
 """Shortest padded ``step_sequence``: L2's action runs (up to 200 steps) and sequences (up to
 40) then share one compiled scan; a compile costs more (seconds) than 256 steps of one env."""
@@ -301,8 +308,7 @@ class JaxDriver(Driver):
             self._step_draws = jax.jit(jax.vmap(draws_step(m, size)))
         n = batch_size(state)
         pad = _bucket(n)
-        seeds = np.asarray(seeds, dtype=np.uint64)
-        halves = np.stack([seeds & np.uint64(0xFFFFFFFF), seeds >> np.uint64(32)], axis=1)
+        halves = _seed_halves(seeds)
         values = tape.value[:, :size] if tape is not None else np.zeros((n, size))
         if values.shape[1] < size:
             values = np.pad(values, ((0, 0), (0, size - values.shape[1])))
@@ -311,7 +317,7 @@ class JaxDriver(Driver):
             self._state_in(state, pad),
             self._to_device(np.asarray(actions), pad),
             self._to_device(np.asarray(values, np.float64), pad),
-            self._to_device(halves.astype(np.uint32), pad),
+            self._to_device(halves, pad),
             self._to_device(taped, pad),
         )
         kind, a, b, value, site, count = (self._out(x, n) for x in out[5])
@@ -343,12 +349,11 @@ class JaxDriver(Driver):
             self._step_training = jax.jit(jax.vmap(training_step(m)))
         n = batch_size(state)
         pad = _bucket(n)
-        seeds = np.asarray(seeds, dtype=np.uint64)
-        halves = np.stack([seeds & np.uint64(0xFFFFFFFF), seeds >> np.uint64(32)], axis=1)
+        halves = _seed_halves(seeds)
         out = self._step_training(
             self._state_in(state, pad),
             self._to_device(np.asarray(actions), pad),
-            self._to_device(halves.astype(np.uint32), pad),
+            self._to_device(halves, pad),
         )
         return self._transition(out, n)
 

@@ -27,7 +27,12 @@ import numpy as np
 from scipy import stats
 
 from envforge.backends.base import Driver, State, Transition, take_state
-from envforge.mutate.differential_dist import StepSuspects, paired_shift_pvalue, value_at
+from envforge.mutate.differential_dist import (
+    StepSuspects,
+    paired_shift_pvalue,
+    reset_done,
+    value_at,
+)
 from envforge.mutate.differential_training import MutantStepFailed, run_phase
 from envforge.rng.draws import row_seeds
 from envforge.stats import support_pvalue
@@ -35,7 +40,7 @@ from envforge.verify.boundaries import boundary_states
 from envforge.verify.compare import compare_states, compare_transitions, follows_termination
 from envforge.verify.findings import to_jsonable
 from envforge.verify.policies import random_actions
-from envforge.verify.reset_valid import broken_clause, fields_read
+from envforge.verify.reset_valid import broken_clause, fields_read, invalid_first
 from envforge.verify.strategies import sample_states
 from envforge.verify.tape import account
 
@@ -164,11 +169,12 @@ class Differential:
     def _reset_distributions(self, a: State, b: State, result: DifferentialResult) -> None:
         """Sync mode: resets are random draws, so only their distributions must agree (KS and
         support tests per component, as L1 does, and the paired shift test of the same seeds),
-        and the mutant's must satisfy the spec's ``valid`` rule where the original's all do."""
+        and the mutant's must break the spec's ``valid`` rule no more often than the original's
+        (``verify/reset_valid.py``, as L1 asks of a port)."""
         alpha = self.spec.verify.alpha / max(1, len(self.spec.state))
-        valid_a, valid_b = self.spec.valid_mask(a), self.spec.valid_mask(b)
-        if valid_a.all() and not valid_b.all():  # right field by field, wrong jointly
-            clause = broken_clause(self.spec, b, int(np.flatnonzero(~valid_b)[0]))
+        invalid = invalid_first(self.spec, a, b)  # right field by field, wrong jointly
+        if invalid is not None:
+            clause = broken_clause(self.spec, b, invalid[0])
             keys = fields_read(self.spec, clause) or ["reset"]
             self._note(result, keys, "reset breaks the spec's valid rule", test=clause)
         for f in self.spec.state:
@@ -315,11 +321,7 @@ class Differential:
         for _ in range(steps):
             actions = random_actions(self.spec, self.rng, envs)
             tr = self.step(state, actions, result, "rollout state")
-            done = tr.terminated | tr.truncated
-            state = tr.state
-            if done.any():  # a full batch of resets, so the reset compiles once
-                fresh = self.original.reset(self.rng.integers(0, 2**32, envs).astype(np.uint32))
-                state = {k: np.where(_rows(done, v), fresh[k], v) for k, v in state.items()}
+            state = reset_done(self.original, tr.state, tr.terminated | tr.truncated, self.rng)
 
     def boundaries(self, n: int, result: DifferentialResult) -> None:
         for start in range(0, n, BATCH):
@@ -378,7 +380,3 @@ def _record(result: DifferentialResult, suspects: StepSuspects, how: str | None)
         result.differing[k] = result.differing.get(k, 0) + count
     if result.witness is None:
         result.witness = to_jsonable({**suspects.rows[0], "confirmed": how})
-
-
-def _rows(mask: np.ndarray, like: np.ndarray) -> np.ndarray:
-    return mask.reshape(mask.shape + (1,) * (like.ndim - 1))

@@ -150,3 +150,14 @@ def paired_shift_pvalue(x: np.ndarray, y: np.ndarray) -> float:
 def value_at(tr: Transition, key: str, i: int) -> Any:
     """Row ``i`` of a transition's ``key`` (a state field, or obs, reward, a flag)."""
     return tr.state[key][i] if key in tr.state else getattr(tr, key)[i]
+
+
+def reset_done(driver: Driver, state: State, done: np.ndarray, rng: np.random.Generator) -> State:
+    """``state`` with the rows where ``done`` reset afresh (a full batch of resets, so that a
+    JAX reset compiles once)."""
+    if not done.any():
+        return state
+    fresh = driver.reset(rng.integers(0, 2**32, len(done)).astype(np.uint32))
+    return {
+        k: np.where(done.reshape(-1, *([1] * (v.ndim - 1))), fresh[k], v) for k, v in state.items()
+    }

@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition
-from envforge.mutate.differential_dist import KEEP_ROWS, StepSuspects, value_at
+from envforge.mutate.differential_dist import KEEP_ROWS, StepSuspects, reset_done, value_at
 from envforge.verify.compare import compare_transitions
 from envforge.verify.policies import random_actions
 from envforge.verify.strategies import sample_states
-from envforge.verify.training_path import Sampled
+from envforge.verify.training_path import Sampled, has_training_path
 
 SAMPLED_SHARE = 4
 """The training phase steps ``sampled_states // SAMPLED_SHARE`` sampled states ..."""
@@ -42,15 +42,14 @@ class MutantStepFailed(Exception):
 Inputs = Iterator[tuple[State, np.ndarray, str]]
 
 
-def has_training_path(original: Driver, mutant: Driver) -> bool:
+def both_have_training_path(original: Driver, mutant: Driver) -> bool:
     """Whether both sides have a training step of their own (one row tried on each)."""
     state = original.reset(np.zeros(1, np.uint32))
     action = random_actions(original.spec, np.random.default_rng(0), 1)
-    seeds = np.zeros(1, np.uint64)
-    if original.step_training(state, action, seeds) is None:
+    if not has_training_path(original, state, action):
         return False
     try:
-        return mutant.step_training(state, action, seeds) is not None
+        return has_training_path(mutant, state, action)
     except Exception as e:  # noqa: BLE001
         raise MutantStepFailed(f"training step raised {type(e).__name__}: {e}") from e
 
@@ -90,8 +89,8 @@ class TrainingPhase:
                 fired[int(i)].append(event.name)
         return fired
 
-    def step(self, state: State, actions: np.ndarray, where: str) -> State:
-        """Both training steps from ``state`` with the same seeds; the original's next states."""
+    def step(self, state: State, actions: np.ndarray, where: str) -> Transition:
+        """Both training steps from ``state`` with the same seeds; the original's transition."""
         seeds = self.rng.integers(0, 2**63, size=len(actions), dtype=np.uint64)
         a, _ = self.sides[0].step_draws(state, actions, seeds, None)
         try:
@@ -114,14 +113,7 @@ class TrainingPhase:
             self.suspects.suspect(where, keys, **info)
             if events[i] and len(self.at_events) < KEEP_ROWS:
                 self.at_events.append((events[i], {"where": where, "keys": keys, **info}))
-        done = a.terminated | a.truncated
-        if done.any():
-            fresh = self.original.reset(self.rng.integers(0, 2**32, len(actions)).astype(np.uint32))
-            return {
-                k: np.where(done.reshape(-1, *([1] * (v.ndim - 1))), fresh[k], v)
-                for k, v in a.state.items()
-            }
-        return a.state
+        return a
 
     def rollouts(self, envs: int, steps: int) -> None:
         if envs < 1:
@@ -129,7 +121,8 @@ class TrainingPhase:
         state = self.original.reset(self.rng.integers(0, 2**32, envs).astype(np.uint32))
         for _ in range(steps):
             actions = random_actions(self.spec, self.rng, envs)
-            state = self.step(state, actions, "rollout state (training step)")
+            tr = self.step(state, actions, "rollout state (training step)")
+            state = reset_done(self.original, tr.state, tr.terminated | tr.truncated, self.rng)
 
     def settle(self) -> tuple[str | None, int]:
         """How the training steps differ in distribution (None: they do not), and the rows.
@@ -157,7 +150,7 @@ def run_phase(
 ) -> tuple[TrainingPhase | None, str | None]:
     """The phase at the given effort: (the phase, how the mutant differs); (None, None) when
     either side has no training step of its own."""
-    if not has_training_path(original, mutant):
+    if not both_have_training_path(original, mutant):
         return None, None
     phase = TrainingPhase(original, mutant, rng)
     for state, acts, where in _sampled(original, rng, sampled_states // SAMPLED_SHARE, actions):

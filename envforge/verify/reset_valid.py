@@ -51,32 +51,43 @@ def broken_clause(spec: EnvSpec, state: State, row: int) -> str:
     return " ".join((spec.valid or "").split())
 
 
-def check(ctx: VerifyContext, seeds: np.ndarray, ref: State, port: State) -> Finding | None:
-    spec = ctx.spec
+def invalid_first(spec: EnvSpec, ref: State, port: State) -> tuple[int, str, float | None] | None:
+    """Where ``port``'s resets break the ``valid`` rule more often than ``ref``'s: (its first
+    such row, how the reference compares, the chi-square p-value where one was needed); None
+    when they do not (or there is no rule)."""
     if spec.valid is None:
         return None
     ok_ref, ok_port = spec.valid_mask(ref), spec.valid_mask(port)
     bad = np.flatnonzero(~ok_port)
     if len(bad) == 0:
         return None
-    n = len(seeds)
+    n = len(ok_ref)
     if ok_ref.all():
-        p, how = 0.0, f"every one of the reference's {n} resets satisfies it"
-    else:
-        table = np.array([[ok_ref.sum(), n - ok_ref.sum()], [ok_port.sum(), len(bad)]])
-        p, _ = chi_square_test(table)
-        if p >= spec.verify.alpha:
-            return None
-        how = f"the reference's break it at {n - int(ok_ref.sum())} of {n} (chi-square p={p:.2g})"
-    i = int(bad[0])
+        return int(bad[0]), f"every one of the reference's {n} resets satisfies it", None
+    table = np.array([[ok_ref.sum(), n - ok_ref.sum()], [ok_port.sum(), len(bad)]])
+    p, _ = chi_square_test(table)
+    if p >= spec.verify.alpha:
+        return None
+    how = f"the reference's break it at {n - int(ok_ref.sum())} of {n} (chi-square p={p:.2g})"
+    return int(bad[0]), how, p
+
+
+def check(ctx: VerifyContext, seeds: np.ndarray, ref: State, port: State) -> Finding | None:
+    spec = ctx.spec
+    found = invalid_first(spec, ref, port)
+    if found is None:
+        return None
+    i, how, p = found
+    ok_ref, ok_port = spec.valid_mask(ref), spec.valid_mask(port)
     clause = broken_clause(spec, port, i)
     fields = fields_read(spec, clause)
     ref_lines, port_lines = ctx.localize(fields)
     return Finding(
         level=1,
         check="reset.valid",
-        message=f"the port's reset gives states the spec's valid rule rejects at {len(bad)} of "
-        f"{n} seeds (first seed {int(seeds[i])}, which breaks `{clause}`); {how}",
+        message=f"the port's reset gives states the spec's valid rule rejects at "
+        f"{int((~ok_port).sum())} of {len(seeds)} seeds (first seed {int(seeds[i])}, which "
+        f"breaks `{clause}`); {how}",
         fields=fields,
         seed=int(seeds[i]),
         step=0,
@@ -85,7 +96,7 @@ def check(ctx: VerifyContext, seeds: np.ndarray, ref: State, port: State) -> Fin
             "valid_share": float(ok_port.mean()),
             **to_jsonable({k: port[k][i] for k in fields}),
         },
-        error={"p_value": p},
+        error={} if p is None else {"p_value": p},
         reference_lines=ref_lines,
         port_lines=port_lines,
     )

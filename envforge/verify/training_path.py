@@ -44,6 +44,12 @@ def piles(spec: EnvSpec) -> list[tuple[str, float]]:
     return [(f.name, float(f.pad)) for f in spec.state if f.shuffled and f.pad is not None]
 
 
+def _reorder(values: np.ndarray, pad: float, keys: np.ndarray) -> np.ndarray:
+    """Each row's items in the order of ``keys`` (a float per element), the pads behind them."""
+    keys = np.where(values == pad, np.inf, keys)
+    return np.take_along_axis(values, np.argsort(keys, axis=1, kind="stable"), axis=1)
+
+
 def shuffle_piles(spec: EnvSpec, state: State, seeds: np.ndarray) -> State:
     """``state`` with each shuffled pile's items in a uniformly random order per row (the pads
     stay behind them); the same ``seeds`` give the same orders."""
@@ -54,10 +60,7 @@ def shuffle_piles(spec: EnvSpec, state: State, seeds: np.ndarray) -> State:
     out = dict(state)
     for name, pad in found:
         values = np.asarray(state[name])
-        keys = rng.random(values.shape)
-        keys[values == pad] = np.inf
-        order = np.argsort(keys, axis=1, kind="stable")
-        out[name] = np.take_along_axis(values, order, axis=1)
+        out[name] = _reorder(values, pad, rng.random(values.shape))
     return out
 
 
@@ -69,8 +72,7 @@ def sort_piles(spec: EnvSpec, tr: Transition) -> Transition:
     fields = dict(tr.state)
     for name, pad in found:
         values = np.asarray(fields[name])
-        keys = np.where(values == pad, np.inf, values.astype(np.float64))
-        fields[name] = np.take_along_axis(values, np.argsort(keys, axis=1, kind="stable"), axis=1)
+        fields[name] = _reorder(values, pad, values.astype(np.float64))
     return Transition(fields, tr.obs, tr.reward, tr.terminated, tr.truncated)
 
 
@@ -123,10 +125,10 @@ class Sampled(Driver):
         return self.inner.describe() + (" (training step)" if self.training else "")
 
 
-def has_training_path(ctx: VerifyContext, state: State, actions: np.ndarray) -> bool:
-    """Whether the port has a training step other than the verified one (one row tried)."""
+def has_training_path(driver: Driver, state: State, actions: np.ndarray) -> bool:
+    """Whether ``driver`` has a training step other than the verified one (one row tried)."""
     one = take_state(state, slice(0, 1))
-    return ctx.port.step_training(one, actions[:1], np.zeros(1, np.uint64)) is not None
+    return driver.step_training(one, actions[:1], np.zeros(1, np.uint64)) is not None
 
 
 def check(
@@ -138,7 +140,7 @@ def check(
     no steering (it would restart that coverage)."""
     from envforge.verify.distribution_l1 import run as run_distributions
 
-    if not has_training_path(ctx, state, actions):
+    if not has_training_path(ctx.port, state, actions):
         return None, {}, ""
     options = replace(ctx.options, scale=max(0.01, ctx.options.scale * TRAINING_SCALE))
     sub = VerifyContext(
