@@ -72,6 +72,7 @@ def test_a_bug_only_the_training_step_takes_is_a_finding_naming_reward(tmp_path:
     assert finding is not None and finding.check == "step.training_distribution"
     assert finding.fields == ["reward"]
     assert "training step" in finding.message
+    assert "reached_goal" in finding.message and "found by seeking" in finding.message
 
 
 def test_the_differential_compares_training_steps_before_calling_a_mutant_equivalent(
