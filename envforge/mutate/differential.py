@@ -96,6 +96,9 @@ class DifferentialResult:
     transitions: int = 0
     differing: dict[str, int] = field(default_factory=dict)
     """Key -> number of compared resets/transitions in which it differed."""
+    alone: dict[str, int] = field(default_factory=dict)
+    """Of those, rows in which no state field differed: the output keys (``obs``, ``reward``,
+    a flag) that showed the mutant while the state it reached was the same, counted per key."""
     rows_differing: int = 0
     """Resets/transitions that differed in any key."""
     rows_flag_only: int = 0
@@ -144,6 +147,9 @@ class Differential:
         result.rows_differing += 1
         for k in keys:
             result.differing[k] = result.differing.get(k, 0) + 1
+        if not set(keys) & set(self.spec.field_names):
+            for k in keys:
+                result.alone[k] = result.alone.get(k, 0) + 1
         if result.witness is None and keys:
             result.witness = to_jsonable({"where": where, "keys": keys, **info})
 
@@ -378,5 +384,7 @@ def _record(result: DifferentialResult, suspects: StepSuspects, how: str | None)
     result.rows_differing += suspects.n
     for k, count in suspects.key_counts.items():
         result.differing[k] = result.differing.get(k, 0) + count
+    for k, count in suspects.alone_counts.items():
+        result.alone[k] = result.alone.get(k, 0) + count
     if result.witness is None:
         result.witness = to_jsonable({**suspects.rows[0], "confirmed": how})

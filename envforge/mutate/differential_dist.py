@@ -58,6 +58,8 @@ class StepSuspects:
         """The first ``KEEP_ROWS`` suspects (where, keys, state, action, values)."""
         self.n = 0
         self.key_counts: dict[str, int] = {}
+        self.alone_counts: dict[str, int] = {}
+        """Keys of suspect rows in which no state field differed (outputs only)."""
 
     def observe(self, a: Transition, b: Transition) -> None:
         """Count each column's one-way rows of a batch stepped from the same keys."""
@@ -78,6 +80,9 @@ class StepSuspects:
         self.n += 1
         for k in keys:
             self.key_counts[k] = self.key_counts.get(k, 0) + 1
+        if not set(keys) & set(self.fields):
+            for k in keys:
+                self.alone_counts[k] = self.alone_counts.get(k, 0) + 1
         if len(self.rows) < KEEP_ROWS:
             self.rows.append({"where": where, "keys": keys, **info})
 

@@ -171,12 +171,17 @@ def tolerance_equivalence(result: DifferentialResult | None, full: bool) -> str 
 
 
 def affected_keys(result: DifferentialResult | None, state_fields: list[str]) -> set[str]:
-    """The keys a localized finding should name: changed state fields, else changed outputs."""
+    """The keys a localized finding should name: the changed state fields, and the outputs
+    that changed in a step whose next state did not (a rule read wrongly where only the
+    observation or reward uses it: that output is where the mutant shows first); with no
+    state field changed, every changed output."""
     if result is None:
         return set()
     changed = set(result.differing)
     fields = changed & set(state_fields)
-    return fields or changed
+    if not fields:
+        return changed
+    return fields | (set(result.alone) & changed)
 
 
 def field_localized(finding: dict[str, Any] | None, affected: set[str]) -> bool:

@@ -211,6 +211,10 @@ def test_localization_judgement() -> None:
     assert not field_localized({"fields": ["obs"]}, affected)
     only_obs = affected_keys(DifferentialResult("light", differing={"obs": 1}), ["ball_y"])
     assert field_localized({"fields": ["obs"]}, only_obs)
+    # a rule only the observation reads (Blackjack's usable ace): obs changed in a step whose
+    # next state did not, so a finding naming obs is localized though a state field changed too
+    alone = DifferentialResult("light", differing={"dealer": 5, "obs": 9}, alone={"obs": 4})
+    assert affected_keys(alone, ["player", "dealer"]) == {"dealer", "obs"}
     m = Mutant("x", "arith", "pong.py", 42, "", "")
     finding = {"port_lines": [{"file": "/tmp/m/pong.py", "line": 42, "text": ""}]}
     assert line_localized(finding, m, "port")
@@ -238,6 +242,25 @@ def test_differential_finds_a_changed_constant_and_not_an_unchanged_copy(tmp_pat
     assert not clean.differs and clean.transitions > 0
     changed = Differential(base, JaxDriver(spec, slow)).run(small, "light")
     assert "paddle_yr" in changed.differing and changed.witness is not None
+
+
+def test_differential_counts_outputs_that_change_where_the_state_does_not(tmp_path: Path) -> None:
+    """Blackjack's usable ace at `total + 10 < 21` (was `<=`): the dealer's stick changes (a
+    state field), and a player's ace-and-ten shows 11, not 21, while the cards stay the same.
+    The second is counted as ``alone``, so a finding naming ``obs`` there is localized."""
+    from envforge.backends.jax import JaxDriver
+    from envforge.mutate.differential import LIGHT, Differential
+
+    spec = spec_for_name("blackjack")
+    port = default_port(spec, "jax")
+    text = (port / "blackjack.py").read_text()
+    rule = "return hand.ace & (hand.total + 10 <= 21)"
+    assert rule in text
+    (tmp_path / "blackjack.py").write_text(text.replace(rule, rule.replace("<=", "<")))
+    small = type(LIGHT)(reset_seeds=256, sampled_states=512, rollout_envs=16, rollout_steps=16)
+    result = Differential(JaxDriver(spec, port), JaxDriver(spec, tmp_path)).run(small, "light")
+    assert "dealer" in result.differing and result.alone.get("obs", 0) > 0, result
+    assert affected_keys(result, spec.field_names) >= {"dealer", "obs"}
 
 
 def test_all_seeds_comparison_of_drivers_finds_a_guard_that_changes_two_seeds(tmp_path) -> None:
