@@ -48,6 +48,22 @@ def test_settling_returns_the_same_bits(on: bool) -> None:
     assert all(np.array_equal(np.asarray(s), f) for s, f in zip(settled, flags, strict=True))
 
 
+@pytest.mark.parametrize("on", [True, False])
+def test_flag_lookup_reads_every_entry_of_a_table_either_way(on: bool) -> None:
+    """Packed bits (on) and the gather (off) give ``table[i]`` for every index, under vmap and
+    of a table of fewer than 64 entries; more than 64 is refused."""
+    rng = np.random.default_rng(2)
+    for size in (64, 40, 1):
+        table = rng.random(size) < 0.4
+        table[-1] = True  # the highest bit of the top word
+        with speed_layer.switched(on):
+            look = jax.jit(jax.vmap(lambda i, t=table: speed_layer.flag_lookup(t, i)))
+            got = np.asarray(look(jnp.arange(size, dtype=jnp.int32)))
+        assert got.dtype == np.bool_ and np.array_equal(got, table), size
+    with pytest.raises(ValueError, match="at most 64"):
+        speed_layer.flag_lookup(np.zeros(65, bool), jnp.int32(0))
+
+
 def test_switch_reads_the_environment_and_is_overridden_inside_switched(monkeypatch) -> None:
     monkeypatch.delenv(speed_layer.SWITCH_VARIABLE, raising=False)
     assert speed_layer.enabled()

@@ -45,8 +45,8 @@ CUMULATIVE = (FAIL_RATE, FAIL_RATE + SUCCESS_RATE, FAIL_RATE + SUCCESS_RATE + FA
 MAX_EPISODE_STEPS = 100
 
 _CELLS = np.array([c for row in MAP for c in row])
-STOPS = jnp.asarray(np.isin(_CELLS, ["H", "G"]))  # holes and the goal end the episode
-GOAL = jnp.asarray(_CELLS == "G")
+STOPS = np.isin(_CELLS, ["H", "G"])  # holes and the goal end the episode
+GOAL = _CELLS == "G"
 START = int(np.flatnonzero(_CELLS == "S")[0])
 
 
@@ -83,10 +83,10 @@ def step_with_draws(
         u < CUMULATIVE[0], 0, jnp.where(u < CUMULATIVE[1], 1, jnp.where(u < CUMULATIVE[2], 2, 0))
     )
     direction = (action + 3 + pick) % 4  # moves (a - 1) % 4, a, (a + 1) % 4
-    stuck = STOPS[state.s]
+    stuck = speed_layer.flag_lookup(STOPS, state.s)  # speed layer: STOPS[state.s]
     s = jnp.where(stuck, state.s, _move(state.s, direction))
-    reward = jnp.where(~stuck & GOAL[s], 1.0, 0.0).astype(jnp.float32)
-    terminated = stuck | STOPS[s]
+    reward = jnp.where(~stuck & speed_layer.flag_lookup(GOAL, s), 1.0, 0.0).astype(jnp.float32)
+    terminated = stuck | speed_layer.flag_lookup(STOPS, s)
     time = state.time + 1
     truncated = time >= MAX_EPISODE_STEPS
     new = EnvState(s, time, state.key)
