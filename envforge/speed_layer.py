@@ -25,6 +25,7 @@ What switching off changes:
 * :func:`settle_flags` and :func:`settle_floats` return the same bits either way (every float32
   pattern, infinities, signed zeros and denormals included; a NaN stays a NaN), so a port stays
   bit-identical to its reference with the layer off.
+* :func:`flag_lookup` returns the same values either way (packed bits on, a gather off).
 * :func:`sincos` is a vectorized polynomial: off, it is ``jnp.sin``/``jnp.cos``, which differ
   from it by about one float32 ulp. Use it only where the spec compares within a tolerance.
 """

@@ -29,6 +29,7 @@ from scipy import stats
 from envforge.backends.base import Driver, State, Transition, take_state
 from envforge.mutate.differential_dist import (
     StepSuspects,
+    count_alone,
     paired_shift_pvalue,
     reset_done,
     value_at,
@@ -147,9 +148,7 @@ class Differential:
         result.rows_differing += 1
         for k in keys:
             result.differing[k] = result.differing.get(k, 0) + 1
-        if not set(keys) & set(self.spec.field_names):
-            for k in keys:
-                result.alone[k] = result.alone.get(k, 0) + 1
+        count_alone(result.alone, keys, self.spec.field_names)
         if result.witness is None and keys:
             result.witness = to_jsonable({"where": where, "keys": keys, **info})
 

@@ -48,6 +48,14 @@ def _columns(tr: Transition, fields: list[str]) -> dict[str, np.ndarray]:
     return out
 
 
+def count_alone(counts: dict[str, int], keys: list[str], fields: list[str]) -> None:
+    """Count ``keys`` into ``counts`` when none is a state field: a row in which only outputs
+    (obs, reward, a flag) differed, the state reached being the same."""
+    if not set(keys) & set(fields):
+        for k in keys:
+            counts[k] = counts.get(k, 0) + 1
+
+
 class StepSuspects:
     def __init__(self, fields: list[str]) -> None:
         self.fields = fields
@@ -80,9 +88,7 @@ class StepSuspects:
         self.n += 1
         for k in keys:
             self.key_counts[k] = self.key_counts.get(k, 0) + 1
-        if not set(keys) & set(self.fields):
-            for k in keys:
-                self.alone_counts[k] = self.alone_counts.get(k, 0) + 1
+        count_alone(self.alone_counts, keys, self.fields)
         if len(self.rows) < KEEP_ROWS:
             self.rows.append({"where": where, "keys": keys, **info})
 
