@@ -12,6 +12,9 @@ trip count of every ``scan`` around it (a ``fori_loop`` with static bounds is a 
 mean trips of every ``while_loop`` around it, measured at this batch's first states and actions
 (``loop_trips.py``; under ``vmap`` the batch's longest; counted once where not measured). ``select_n`` equations are counted
 by line: under ``vmap`` a ``cond`` with a batched predicate becomes both branches plus a select.
+Gathers and scatters are counted by line too: XLA:CPU runs a batched one element by element,
+which the flops-and-bytes estimate does not weigh (FrozenLake's three table lookups were about a
+quarter of its rollout and ranked below its arithmetic).
 
 By default the profiled call is ``vmap(step)`` alone, so a cost in ``reset`` never shows. With
 ``--include-reset`` it is the body of the bench's fresh-reset loop (``jax_loop.make_rollout``
@@ -105,7 +108,7 @@ class Walk:
         return parent
 
     def row(self, line: str) -> dict[str, float]:
-        keys = ("flops", "transcendentals", "bytes", "selects", "eqns")
+        keys = ("flops", "transcendentals", "bytes", "selects", "gathers", "eqns")
         return self.lines.setdefault(line, dict.fromkeys(keys, 0.0))
 
     def walk(self, jaxpr: Any, trips: float, parent: str = OUTSIDE) -> None:
@@ -137,6 +140,7 @@ class Walk:
                 row["bytes"] += trips * moved
                 row["eqns"] += 1
                 row["selects"] += name == "select_n"
+                row["gathers"] += name in GATHERS
 
     def table(self, sources: dict[str, list[str]]) -> list[dict[str, Any]]:
         weight = {k: r["flops"] + r["bytes"] / BYTES_PER_UNIT for k, r in self.lines.items()}
@@ -151,6 +155,12 @@ class Walk:
             item = {"line": key, "text": text[:160], "share": weight[key] / total}
             rows.append(item | {k: float(v) for k, v in row.items()})
         return sorted(rows, key=lambda r: -r["share"])
+
+
+GATHERS = frozenset(
+    {"gather", "scatter", "scatter-add", "scatter_add", "dynamic_slice", "dynamic_update_slice"}
+)
+"""Indexed reads and writes: under ``vmap`` with a batched index each is a gather or scatter."""
 
 
 def _xla_cost(compiled: Any) -> dict[str, float]:

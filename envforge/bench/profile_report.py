@@ -63,7 +63,7 @@ def render(profile: dict[str, Any], console: Console, top: int = 15) -> None:
         highlight=False,
     )
     table = Table(title=f"top lines by share (of flops + bytes/{profile['bytes_per_unit']})")
-    for name in ("share", "line", "flops", "bytes", "selects", "source"):
+    for name in ("share", "line", "flops", "bytes", "selects", "gathers", "source"):
         table.add_column(name, justify="right" if name not in ("line", "source") else "left")
     for row in profile["lines"][:top]:
         table.add_row(
@@ -72,6 +72,7 @@ def render(profile: dict[str, Any], console: Console, top: int = 15) -> None:
             f"{row['flops']:,.0f}",
             f"{row['bytes']:,.0f}",
             f"{row['selects']:,.0f}",
+            f"{row.get('gathers', 0):,.0f}",
             escape(row["text"][:70]),
         )
     console.print(table)
@@ -81,6 +82,15 @@ def render(profile: dict[str, Any], console: Console, top: int = 15) -> None:
         f"branches and selects); conds left as conds: {profile.get('conds', 0)}",
         highlight=False,
     )
+    gathers = sum(row.get("gathers", 0) for row in profile["lines"])
+    if gathers:
+        console.print(
+            f"gathers and scatters: {gathers:,.0f} (indexed reads and writes; with a batched "
+            "index XLA:CPU runs each element by element, a cost the share above does not "
+            "weigh: a small constant table may be cheaper as arithmetic, "
+            "speed_layer.flag_lookup)",
+            highlight=False,
+        )
     for loop in profile["loops"]:
         trips, measured = loop.get("trips"), loop.get("measured_trips")
         if isinstance(trips, int):

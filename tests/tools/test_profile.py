@@ -87,6 +87,26 @@ def test_profile_names_the_ports_lines_with_shares_summing_to_one(
     assert profile["batch"] == 8 and profile["step_s"] > 0 and profile["xla"]["flops"] > 0
 
 
+def test_profile_counts_the_gathers_of_table_lookups(capsys: pytest.CaptureFixture[str]) -> None:
+    """The own-key FrozenLake reads its map as ``STOPS[state.s]``, ``GOAL[s]``, ``STOPS[s]``:
+    each a gather under vmap, counted on its line and said under the table; the shipped port
+    reads them through ``speed_layer.flag_lookup`` and has none on those lines."""
+    folder = ROOT / "tests/ports/frozenlake_ownkey"
+    args = ["profile", "frozenlake", "--port", str(folder), "--batch", "8", "--sandbox", "process"]
+    code, out, err = run_cli([*args, "--json"], capsys)
+    assert code == 0, err[-3000:]
+    rows = {row["text"]: row for row in json.loads(out)["lines"]}
+    lookups = [row for text, row in rows.items() if "STOPS[" in text or "GOAL[" in text]
+    assert len(lookups) >= 2 and all(row["gathers"] >= 1 for row in lookups), lookups
+    code, out, err = run_cli(args, capsys)
+    assert code == 0 and "gathers and scatters:" in out, err[-3000:]
+    code, out, err = run_cli(["profile", "frozenlake", "--target", "jax", "--batch", "8",
+                              "--sandbox", "process", "--json"], capsys)  # fmt: skip
+    assert code == 0, err[-3000:]
+    shipped = [row for row in json.loads(out)["lines"] if "flag_lookup" in row["text"]]
+    assert shipped and all(row["gathers"] == 0 for row in shipped), shipped
+
+
 def profile_with_costly_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], anchor: str, costly: str, *flags: str
 ) -> tuple[dict, str]:
