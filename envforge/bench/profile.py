@@ -158,9 +158,10 @@ class Walk:
 
 
 GATHERS = frozenset(
-    {"gather", "scatter", "scatter-add", "scatter_add", "dynamic_slice", "dynamic_update_slice"}
+    {"gather", "scatter", "scatter-add", "scatter-mul", "scatter-min", "scatter-max"}
 )
-"""Indexed reads and writes: under ``vmap`` with a batched index each is a gather or scatter."""
+"""Indexed reads and writes with a batched index (``vmap`` turns ``t[i]`` and ``x.at[i]`` into
+these; a ``dynamic_slice`` left in the traced step has an index shared by the batch)."""
 
 
 def _xla_cost(compiled: Any) -> dict[str, float]:

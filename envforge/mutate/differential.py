@@ -41,7 +41,7 @@ from envforge.verify.boundaries import boundary_states
 from envforge.verify.compare import compare_states, compare_transitions, follows_termination
 from envforge.verify.findings import to_jsonable
 from envforge.verify.policies import random_actions
-from envforge.verify.reset_valid import broken_clause, fields_read, invalid_first
+from envforge.verify.reset_valid import invalid_first
 from envforge.verify.strategies import sample_states
 from envforge.verify.tape import account
 
@@ -179,9 +179,8 @@ class Differential:
         alpha = self.spec.verify.alpha / max(1, len(self.spec.state))
         invalid = invalid_first(self.spec, a, b)  # right field by field, wrong jointly
         if invalid is not None:
-            clause = broken_clause(self.spec, b, invalid[0])
-            keys = fields_read(self.spec, clause) or ["reset"]
-            self._note(result, keys, "reset breaks the spec's valid rule", test=clause)
+            keys = invalid.fields or ["reset"]
+            self._note(result, keys, "reset breaks the spec's valid rule", test=invalid.clause)
         for f in self.spec.state:
             x = a[f.name].reshape(len(a[f.name]), -1).astype(np.float64)
             y = b[f.name].reshape(len(b[f.name]), -1).astype(np.float64)

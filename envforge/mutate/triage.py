@@ -181,7 +181,7 @@ def affected_keys(result: DifferentialResult | None, state_fields: list[str]) ->
     fields = changed & set(state_fields)
     if not fields:
         return changed
-    return fields | (set(result.alone) & changed)
+    return fields | set(result.alone)  # every alone key also counts in ``differing``
 
 
 def field_localized(finding: dict[str, Any] | None, affected: set[str]) -> bool:

@@ -14,6 +14,7 @@ compared with a 2 x 2 chi-square at the spec's ``alpha``.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import numpy as np
 
@@ -51,25 +52,48 @@ def broken_clause(spec: EnvSpec, state: State, row: int) -> str:
     return " ".join((spec.valid or "").split())
 
 
-def invalid_first(spec: EnvSpec, ref: State, port: State) -> tuple[int, str, float | None] | None:
-    """Where ``port``'s resets break the ``valid`` rule more often than ``ref``'s: (its first
-    such row, how the reference compares, the chi-square p-value where one was needed); None
-    when they do not (or there is no rule)."""
+class Invalid(NamedTuple):
+    """Port resets breaking the ``valid`` rule more often than the reference's."""
+
+    row: int
+    """The first such row of the port's resets."""
+    how: str
+    """How the reference's resets compare."""
+    p_value: float | None
+    """The chi-square p-value, where the reference's break it too."""
+    ref_share: float
+    port_share: float
+    """The shares of each side's resets that satisfy the rule."""
+    broken: int
+    """How many of the port's resets break it."""
+    clause: str
+    """The rule's first term that ``row`` breaks."""
+    fields: list[str]
+    """The state fields that term reads."""
+
+
+def invalid_first(spec: EnvSpec, ref: State, port: State) -> Invalid | None:
+    """Where ``port``'s resets break the ``valid`` rule more often than ``ref``'s; None when
+    they do not (or there is no rule)."""
     if spec.valid is None:
         return None
     ok_ref, ok_port = spec.valid_mask(ref), spec.valid_mask(port)
     bad = np.flatnonzero(~ok_port)
     if len(bad) == 0:
         return None
-    n = len(ok_ref)
+    n, p = len(ok_ref), None
     if ok_ref.all():
-        return int(bad[0]), f"every one of the reference's {n} resets satisfies it", None
-    table = np.array([[ok_ref.sum(), n - ok_ref.sum()], [ok_port.sum(), len(bad)]])
-    p, _ = chi_square_test(table)
-    if p >= spec.verify.alpha:
-        return None
-    how = f"the reference's break it at {n - int(ok_ref.sum())} of {n} (chi-square p={p:.2g})"
-    return int(bad[0]), how, p
+        how = f"every one of the reference's {n} resets satisfies it"
+    else:
+        table = np.array([[ok_ref.sum(), n - ok_ref.sum()], [ok_port.sum(), len(bad)]])
+        p, _ = chi_square_test(table)
+        if p >= spec.verify.alpha:
+            return None
+        how = f"the reference's break it at {n - int(ok_ref.sum())} of {n} (chi-square p={p:.2g})"
+    row = int(bad[0])
+    clause = broken_clause(spec, port, row)
+    shares = float(ok_ref.mean()), float(ok_port.mean())
+    return Invalid(row, how, p, *shares, len(bad), clause, fields_read(spec, clause))
 
 
 def check(ctx: VerifyContext, seeds: np.ndarray, ref: State, port: State) -> Finding | None:
@@ -77,26 +101,20 @@ def check(ctx: VerifyContext, seeds: np.ndarray, ref: State, port: State) -> Fin
     found = invalid_first(spec, ref, port)
     if found is None:
         return None
-    i, how, p = found
-    ok_ref, ok_port = spec.valid_mask(ref), spec.valid_mask(port)
-    clause = broken_clause(spec, port, i)
-    fields = fields_read(spec, clause)
+    i, fields = found.row, found.fields
     ref_lines, port_lines = ctx.localize(fields)
     return Finding(
         level=1,
         check="reset.valid",
         message=f"the port's reset gives states the spec's valid rule rejects at "
-        f"{int((~ok_port).sum())} of {len(seeds)} seeds (first seed {int(seeds[i])}, which "
-        f"breaks `{clause}`); {how}",
+        f"{found.broken} of {len(seeds)} seeds (first seed {int(seeds[i])}, which "
+        f"breaks `{found.clause}`); {found.how}",
         fields=fields,
         seed=int(seeds[i]),
         step=0,
-        expected={"valid_share": float(ok_ref.mean())},
-        actual={
-            "valid_share": float(ok_port.mean()),
-            **to_jsonable({k: port[k][i] for k in fields}),
-        },
-        error={} if p is None else {"p_value": p},
+        expected={"valid_share": found.ref_share},
+        actual={"valid_share": found.port_share, **to_jsonable({k: port[k][i] for k in fields})},
+        error={} if found.p_value is None else {"p_value": found.p_value},
         reference_lines=ref_lines,
         port_lines=port_lines,
     )
