@@ -10,6 +10,7 @@ from typing import NoReturn
 import typer
 
 from envforge.errors import EnvforgeError
+from envforge.untrusted.shown import one_line
 
 try:  # typer 0.2x carries its own copy of click; older typer uses click itself
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
@@ -73,7 +74,8 @@ INTERRUPTED = 130
 
 
 def _fail(message: str) -> NoReturn:
-    print(f"envforge: error: {' '.join(message.split())}", file=sys.stderr)
+    # the message may quote a port or a file: one line, its control characters shown
+    print(f"envforge: error: {one_line(' '.join(message.split()))}", file=sys.stderr)
     sys.exit(2)
 
 

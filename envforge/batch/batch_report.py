@@ -9,10 +9,12 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from envforge.batch.manifest import Manifest
 from envforge.batch.store import STATES, BatchStore, Spending
 from envforge.messages import Usage
+from envforge.untrusted.shown import indented, one_line, shown
 
 STATE_COLORS = {
     "passed": "green",
@@ -224,13 +226,14 @@ def show_report(report: BatchReport, console: Console) -> None:
         numeric = column in ("iters", "tokens in", "tokens out", "cost (USD)", "wall", "speedup")
         table.add_column(column, justify="right" if numeric else "left")
     for row in report.rows:
-        cells = _cells(row)
-        cells[4] = f"[{STATE_COLORS.get(row.state, 'white')}]{row.state}[/]"
+        cells = [shown(one_line(cell)) for cell in _cells(row)]
+        cells[4].stylize(STATE_COLORS.get(row.state, "white"))
         table.add_row(*cells)
     console.print(table)
     for row in report.rows:
         if row.state in ("failed", "error", "budget-exhausted") and row.message:
-            console.print(f"[bold]{row.job}[/]: {row.message}")
+            # the message quotes what the job's agent, port or reference said
+            console.print(Text.assemble((row.job, "bold"), ": ", shown(indented(row.message))))
     console.print(_total_line(report))
 
 
@@ -242,8 +245,8 @@ def show_status(report: BatchReport, console: Console) -> None:
     for row in report.rows:
         best = "-" if row.best_level is None else f"L{row.best_level}"
         table.add_row(
-            row.job,
-            f"[{STATE_COLORS.get(row.state, 'white')}]{row.state}[/]",
+            shown(one_line(row.job)),
+            shown(row.state, style=STATE_COLORS.get(row.state, "white")),
             str(row.iterations),
             best,
             f"{row.cost_usd:.4f}",

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from envforge.batch.gate import Board, Gate
+from envforge.untrusted.shown import one_line, shown
 
 REFRESH_S = 0.5
 
@@ -23,8 +24,12 @@ def render_board(board: Board, name: str) -> Group:
     running = [line for line in board.lines.values() if line.state == "running"]
     for line in running:
         level = "-" if line.level is None else f"L{line.level}"
-        table.add_row(
-            line.name, str(line.iteration), level, f"{line.cost_usd:.4f}", line.activity[:80]
+        table.add_row(  # the activity quotes the job's agent and port
+            line.name,
+            str(line.iteration),
+            level,
+            f"{line.cost_usd:.4f}",
+            shown(one_line(line.activity[:80])),
         )
     states: dict[str, int] = {}
     for line in board.lines.values():
@@ -69,7 +74,7 @@ class LiveProgress:
                 self._seen[name] = line.state
                 detail = f": {line.activity}" if line.state != "running" and line.activity else ""
                 self.console.print(
-                    f"{name}: {line.state} (${line.cost_usd:.4f}){detail}", highlight=False
+                    shown(one_line(f"{name}: {line.state} (${line.cost_usd:.4f}){detail}"))
                 )
 
     def __enter__(self) -> LiveProgress:

@@ -7,9 +7,11 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from envforge.bench.ceiling import Machine, StepCost, ceiling_sps, limits
 from envforge.bench.measure import Measurement
+from envforge.untrusted.shown import indented, one_line, shown
 
 TARGET_RATIO = {"c": 2.0, "gymnasium": 500.0, "python": 500.0}
 """Port speed-up over the reference the issue asks for, by reference kind (C loop / Python)."""
@@ -227,7 +229,7 @@ class BenchReport:
         for impl, _, policy in self.implementations():
             by_batch = {m.batch: m for m in self.series(impl, policy)}
             cells = [fmt_sps(by_batch[b].sps) if b in by_batch else "" for b in batches]
-            table.add_row(impl, policy, *cells)
+            table.add_row(shown(one_line(impl)), shown(one_line(policy)), *cells)
         return table
 
     def summary_table(self) -> Table:
@@ -246,8 +248,8 @@ class BenchReport:
             if s.meets_ceiling_target is not None:
                 marks.append("ceiling " + ("met" if s.meets_ceiling_target else "MISSED"))
             table.add_row(
-                s.implementation,
-                s.policy,
+                shown(one_line(s.implementation)),
+                shown(one_line(s.policy)),
                 fmt_sps(s.best_sps),
                 str(s.best_batch or "-"),
                 f"{s.ratio_to_reference:.3g}x" if s.ratio_to_reference else "-",
@@ -263,15 +265,16 @@ class BenchReport:
     def render(self, console: Console | None = None) -> None:
         console = console or Console()
         m = self.machine
-        console.print(
+        machine = (
             f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; "
-            f"{limits(m)}; "
-            f"load before {m['load_before'][0]:.2f}"
+            f"{limits(m)}; load before {m['load_before'][0]:.2f}"
         )
+        console.print(shown(one_line(machine)))
         console.print(self.sps_table())
         console.print(self.summary_table())
         for line in self.skipped:
-            console.print(f"[yellow]skipped:[/] {line}")
+            # a skip quotes what the port's build or run said
+            console.print(Text.assemble(("skipped:", "yellow"), " ", shown(indented(line))))
 
     def plot(self, path: str) -> None:
         """SPS against batch size, log-log, one line per implementation and policy."""

@@ -1,7 +1,7 @@
 """``envforge profile``: the host's view of a profile. ``run_profile``
 (``envforge/bench/profile.py``) computes it inside the sandbox the user chose (a spawned process
 only under ``--sandbox none``); it comes back as plain data, checked for its form here, then
-shown as a table or JSON. Its figures are informational, like ``envforge bench``'s: measured
+shown as a table or JSON, every string of it as data (``untrusted/shown.py``). Its figures are informational, like ``envforge bench``'s: measured
 inside the sandbox, they decide nothing."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import math
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from envforge.errors import EnvforgeError
+from envforge.untrusted.shown import one_line, shown
 
 MAX_ROWS = 5000
 
@@ -47,14 +47,14 @@ def checked(result: Any) -> dict[str, Any]:
 
 def render(profile: dict[str, Any], console: Console, top: int = 15) -> None:
     xla, batch, step_s = profile["xla"], profile["batch"], profile["step_s"]
-    console.print(
+    said = (
         f"{profile['env']} port {profile['port_file']}: "
         f"{profile.get('profiled', 'one jit(vmap(step)) call')} at batch "
         f"{batch} takes {step_s * 1e6:,.1f} us ({batch / step_s:,.0f} steps/s, "
         f"median of {profile['timed_calls']} calls on {profile['device']}; compile "
-        f"{profile['compile_s']:.2f} s)",
-        highlight=False,
+        f"{profile['compile_s']:.2f} s)"
     )
+    console.print(shown(one_line(said)))
     console.print(
         "XLA cost analysis of the compiled call: "
         f"{xla.get('flops', 0):,.0f} flops, "
@@ -62,18 +62,19 @@ def render(profile: dict[str, Any], console: Console, top: int = 15) -> None:
         f"{xla.get('bytes', 0):,.0f} bytes accessed",
         highlight=False,
     )
-    table = Table(title=f"top lines by share (of flops + bytes/{profile['bytes_per_unit']})")
+    title = f"top lines by share (of flops + bytes/{profile['bytes_per_unit']})"
+    table = Table(title=shown(one_line(title)))
     for name in ("share", "line", "flops", "bytes", "selects", "gathers", "source"):
         table.add_column(name, justify="right" if name not in ("line", "source") else "left")
     for row in profile["lines"][:top]:
         table.add_row(
             f"{row['share']:.1%}",
-            escape(row["line"]),
+            shown(one_line(row["line"])),
             f"{row['flops']:,.0f}",
             f"{row['bytes']:,.0f}",
             f"{row['selects']:,.0f}",
             f"{row.get('gathers', 0):,.0f}",
-            escape(row["text"][:70]),
+            shown(one_line(row["text"][:70])),
         )
     console.print(table)
     selects = sum(row["selects"] for row in profile["lines"])
@@ -103,26 +104,29 @@ def render(profile: dict[str, Any], console: Console, top: int = 15) -> None:
             )
         else:
             said = "trips depend on data, not measured (counted once)"
-        console.print(escape(f"{loop.get('kind')} at {loop.get('line')}: {said}"), highlight=False)
+        console.print(shown(one_line(f"{loop.get('kind')} at {loop.get('line')}: {said}")))
 
 
 def render_rust(profile: dict[str, Any], console: Console, top: int = 15) -> None:
     """A Rust port's profile (``bench/profile_rust.py``): by EnvBatch method, then by function."""
     batch = profile["batch"]
-    console.print(
-        f"{profile['env']} Rust port {escape(profile['port_file'])}: one EnvBatch.step at batch "
+    said = (
+        f"{profile['env']} Rust port {profile['port_file']}: one EnvBatch.step at batch "
         f"{batch} takes {profile['step_s'] * 1e6:,.1f} us; the loop runs "
-        f"{profile['steps_per_s']:,.0f} steps/s over {profile['calls']} calls",
-        highlight=False,
+        f"{profile['steps_per_s']:,.0f} steps/s over {profile['calls']} calls"
     )
-    console.print(escape(f"loop: {profile.get('loop', 'step, reset_where, observe')}"))
+    console.print(shown(one_line(said)))
+    console.print(shown(one_line(f"loop: {profile.get('loop', 'step, reset_where, observe')}")))
     methods = Table(title="time by EnvBatch method (the job's clock around each call)")
     for name in ("share", "method", "seconds", "calls"):
         methods.add_column(name, justify="left" if name == "method" else "right")
     for row in profile["methods"]:
         calls = row.get("calls")
         methods.add_row(
-            f"{row['share']:.1%}", row["method"], f"{row['seconds']:.3f}", f"{calls or '-'}"
+            f"{row['share']:.1%}",
+            shown(one_line(row["method"])),
+            f"{row['seconds']:.3f}",
+            f"{calls or '-'}",
         )
     console.print(methods)
     if profile.get("include_reset"):
@@ -131,11 +135,15 @@ def render_rust(profile: dict[str, Any], console: Console, top: int = 15) -> Non
             "the loop's steps/s; its share is of all the time above)",
             highlight=False,
         )
-    console.print(escape(f"by function: {profile['sampling']}"), highlight=False)
+    console.print(shown(one_line(f"by function: {profile['sampling']}")))
     if profile["functions"]:
         table = Table(title="top functions by share of samples (inlined code counts in its caller)")
         for name in ("share", "function", "object"):
             table.add_column(name, justify="right" if name == "share" else "left")
         for row in profile["functions"][:top]:
-            table.add_row(f"{row['share']:.1%}", escape(row["function"][:90]), escape(row["dso"]))
+            table.add_row(
+                f"{row['share']:.1%}",
+                shown(one_line(row["function"][:90])),
+                shown(one_line(row["dso"])),
+            )
         console.print(table)

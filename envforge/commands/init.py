@@ -19,6 +19,7 @@ from envforge import bounds
 from envforge.errors import BadInput
 from envforge.input_files import parse_toml
 from envforge.spec import EnvSpec
+from envforge.untrusted.shown import indented, one_line, shown
 
 
 def env_name(reference: str) -> str:
@@ -169,10 +170,10 @@ def spec_or_init(ref: str, spec_path: str | None, init: bool) -> EnvSpec:
     outcome = run_init(ref)
     check = outcome.draft.check
     console = Console(stderr=True)
-    console.print(check.summary(), markup=False, highlight=False)
+    console.print(shown(check.summary()))
     if not outcome.written:
         for finding in check.findings:
-            console.print(f"  {finding.message}", markup=False, highlight=False)
+            console.print(shown(f"  {indented(finding.message)}"))
         console.print("no spec written: run envforge init --force and complete it by hand")
         sys.exit(1)
     console.print(f"drafted {outcome.out / 'env.toml'}: review it (docs/SPEC.md)")
@@ -249,17 +250,20 @@ def init_command(
         print(json.dumps(summary, indent=2))
     else:
         show = Console()
-        show.print(f"fields: {', '.join(f.name for f in draft.fields)}")
+        # field names come from the reference, event names and reasons from the model
+        show.print(shown(one_line(f"fields: {', '.join(f.name for f in draft.fields)}")))
         if draft.left_out:
-            show.print(f"left out: {', '.join(n for n, _ in draft.left_out)}")
+            show.print(shown(one_line(f"left out: {', '.join(n for n, _ in draft.left_out)}")))
         if assisted is not None:
             kept = [e["name"] for e in assisted.events] + [p["name"] for p in assisted.policies]
-            show.print(f"{model} (${cost:.4f}): kept {', '.join(kept) or 'nothing'}")
+            show.print(
+                shown(one_line(f"{model} (${cost:.4f}): kept {', '.join(kept) or 'nothing'}"))
+            )
             for name, why in assisted.rejected:
-                show.print(f"  refused {name}: {why}", markup=False, highlight=False)
-        show.print(check.summary())
+                show.print(shown(f"  refused {one_line(name)}: {indented(why)}"))
+        show.print(shown(check.summary()))
         for finding in check.findings:
-            show.print(f"  {finding.message}", markup=False, highlight=False)
+            show.print(shown(f"  {indented(finding.message)}"))
         if written:
             show.print(f"wrote {out / 'env.toml'}: review every line marked GUESS or observed")
         else:

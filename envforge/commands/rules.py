@@ -31,6 +31,7 @@ from envforge.rules.versions import compare, parse_versions
 from envforge.sandbox.driver import open_sandboxed
 from envforge.sandbox.select import choose_sandbox, open_sandbox
 from envforge.spec import load_spec
+from envforge.untrusted.shown import indented, one_line, shown
 from envforge.verify.context import VerifyOptions
 
 app = typer.Typer(help="From a rules text to a reference: rule cases, versions, rule questions.")
@@ -41,9 +42,7 @@ def _print_cases(console: Console, side: str, results: list[CaseResult]) -> None
     console.print(f"{side}: {passed}/{len(results)} rule cases pass")
     for r in results:
         if r.finding is not None:
-            console.print(
-                f"  FAIL {r.finding.message}", markup=False, highlight=False, soft_wrap=True
-            )
+            console.print(shown(f"  FAIL {indented(r.finding.message)}"), soft_wrap=True)
 
 
 def _check_inputs(rules: str, cases: Path | None, spec: Path | None) -> tuple[Path, Path, Path]:
@@ -135,10 +134,12 @@ def compare_command(
     else:
         console = Console()
         for label, report in result.reports.items():
-            console.print(f"{parsed[0].label} vs {label}: {report.verdict}", soft_wrap=True)
+            said = f"{one_line(parsed[0].label)} vs {one_line(label)}: {report.verdict}"
+            console.print(shown(said), soft_wrap=True)
             if not report.passed:  # a version that breaks the contract is repaired, not asked
                 level = next(lv for lv in report.levels if lv.status != "pass")
-                console.print(f"  L{level.level}: {level.summary}", markup=False, soft_wrap=True)
+                summary = shown(f"  L{level.level}: {indented(level.summary)}")
+                console.print(summary, soft_wrap=True)
         if result.agree:
             console.print(f"the {len(parsed)} versions agree at levels {levels}")
         else:
@@ -207,7 +208,7 @@ def draft_command(
     outcome = draft_versions(text, name, folder, versions, model, budget, ledger)
     for v in outcome.versions:
         state = "rule cases pass" if v.checked else "rule cases do not pass"
-        console.print(f"{v.folder}: {v.status}, {v.calls} model calls, {state}")
+        console.print(shown(one_line(f"{v.folder}: {v.status}, {v.calls} model calls, {state}")))
     console.print(f"job {outcome.job}: {outcome.model}, ${outcome.cost_usd}")
     drafted = [v for v in outcome.versions if v.checked]
     if len(drafted) > 1:

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
+from rich.text import Text
 
 from envforge import bounds
 from envforge.agents.loop import AgentLimits
@@ -28,6 +29,7 @@ from envforge.sandbox.select import choose_sandbox, open_sandbox
 from envforge.targets import default_target
 from envforge.translate.job import TranslateJob, TranslateOutcome, run_translate_job
 from envforge.translate.orchestrate import RepairConfig
+from envforge.untrusted.shown import indented, one_line, shown
 from envforge.verify.context import VerifyOptions
 
 
@@ -202,8 +204,15 @@ def _show_retries(console: Console) -> None:
     """Provider retries (rate limits, overload) appear above the live status line."""
     logger = logging.getLogger("envforge.agents")
     if not logger.handlers:
-        logger.addHandler(RichHandler(console=console, show_time=False, show_path=False))
+        handler = RichHandler(console=console, show_time=False, show_path=False)
+        handler.addFilter(_visible_record)  # a provider's error text is shown, not obeyed
+        logger.addHandler(handler)
         logger.propagate = False
+
+
+def _visible_record(record: logging.LogRecord) -> bool:
+    record.msg, record.args = one_line(record.getMessage()), None
+    return True
 
 
 def show(outcome: TranslateOutcome, console: Console) -> None:
@@ -212,25 +221,26 @@ def show(outcome: TranslateOutcome, console: Console) -> None:
     for column in ("#", "kind", "agent", "verdict", "calls", "cost (USD)", "finding"):
         table.add_column(column)
     for it in result.iterations:
-        table.add_row(
+        table.add_row(  # the finding and the agent's status quote the port and the model
             str(it.number),
-            it.kind,
-            it.agent_status,
-            it.verdict,
+            shown(one_line(it.kind)),
+            shown(one_line(it.agent_status)),
+            shown(one_line(it.verdict)),
             str(it.calls),
             f"{it.cost_usd:.4f}",
-            it.finding,
+            shown(indented(it.finding, "")),
         )
     console.print(table)
     color = "green" if result.verified else "red"
-    console.print(f"[bold {color}]{result.status}[/]: {result.message}")
+    status = Text.assemble((result.status, f"bold {color}"), ": ", shown(indented(result.message)))
+    console.print(status)
     console.print(
         f"cost ${outcome.cost_usd:.4f} this run, ${outcome.job_spent_usd:.4f} for job "
         f"{outcome.job} ({outcome.calls} calls, price table {outcome.price.version})"
     )
-    console.print(f"workspace: {result.workspace}")
+    console.print(shown(f"workspace: {one_line(result.workspace)}"))
     if outcome.out is not None:
-        console.print(f"port: {outcome.out} (with PROVENANCE.md)")
+        console.print(shown(f"port: {one_line(outcome.out)} (with PROVENANCE.md)"))
 
 
 def register(app: typer.Typer) -> None:

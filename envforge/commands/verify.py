@@ -21,6 +21,7 @@ from envforge.resolve import resolve_port, resolve_spec
 from envforge.sandbox.select import choose_sandbox
 from envforge.spec import EnvSpec
 from envforge.targets import default_target
+from envforge.untrusted.shown import indented, shown
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_seed_sweep, verify
 from envforge.workspace.next_prompt import PACKAGE_ROOT, next_repair_prompt
@@ -184,7 +185,7 @@ def _spec_self_check(env_spec: EnvSpec, console: Console, as_json: bool) -> None
         "reference's whole state, so no port can be verified against it (--no-self-check skips)"
     )
     for finding in verdict["findings"]:
-        console.print(f"  {finding['message']}", markup=False, highlight=False)
+        console.print(shown("  " + indented(finding["message"])))
     sys.exit(1)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from envforge.mutate.differential import DifferentialResult
 from envforge.mutate.execute import MutantRun
@@ -22,6 +23,7 @@ from envforge.mutate.triage import (
     static_equivalence,
     tolerance_equivalence,
 )
+from envforge.untrusted.shown import indented, one_line, shown
 
 KILL_TARGET = 0.95
 LOCALIZATION_TARGET = 0.80
@@ -293,7 +295,7 @@ class MutationReport:
         for s in statuses:
             ops.add_column(s, justify="right")
         for op, counts in self.per_operator().items():
-            ops.add_row(op, *(str(counts.get(s, 0)) for s in statuses))
+            ops.add_row(shown(one_line(op)), *(str(counts.get(s, 0)) for s in statuses))
         console.print(ops)
         rate, loc = self.kill_rate(), self.localization()
         console.print(
@@ -307,13 +309,16 @@ class MutationReport:
             + (self._handler_text() if self.handlers else "")
         )
         for o in self.outcomes:
+            # descriptions, diffs and errors quote the port's source and what its run said
             if o.status in ("survived", "timeout", "error"):
-                console.print(f"[red]{o.status}[/] {o.id} {o.description} {o.error}", markup=True)
-                console.print(o.diff.rstrip(), markup=False, highlight=False)
+                said = indented(f"{o.id} {o.description} {o.error}")
+                console.print(Text.assemble((o.status, "red"), " ", shown(said)))
+                console.print(shown(o.diff.rstrip()))  # diff lines start with + - @ or a space
                 if o.witness:
-                    console.print(f"  witness: {o.witness}", markup=False, highlight=False)
+                    console.print(shown(f"  witness: {indented(o.witness)}"))
             elif o.status == "equivalent":
-                console.print(f"[yellow]equivalent[/] {o.id} {o.description}: {o.equivalence}")
+                said = indented(f"{o.id} {o.description}: {o.equivalence}")
+                console.print(Text.assemble(("equivalent", "yellow"), " ", shown(said)))
 
     def _handler_text(self) -> str:
         h = self.handler_summary()

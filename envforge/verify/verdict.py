@@ -7,9 +7,11 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from envforge.coverage.lines import LineCoverage, merge_all
 from envforge.levels import EQUIVALENCE_LEVELS, LEVEL_NAMES
+from envforge.untrusted.shown import indented, one_line, shown
 from envforge.verify.findings import Finding, to_jsonable
 
 STATUSES = ("pass", "fail", "error", "inconclusive", "skipped")
@@ -178,7 +180,8 @@ class Report:
 
     def render(self, console: Console | None = None, max_findings: int = 3) -> None:
         console = console or Console()
-        table = Table(title=f"envforge verify {self.env}: {self.port} vs {self.reference}")
+        title = f"envforge verify {self.env}: {self.port} vs {self.reference}"
+        table = Table(title=shown(one_line(title)))
         for col in ("level", "status", "time", "summary"):
             table.add_column(col)
         colors = {
@@ -190,15 +193,19 @@ class Report:
         }
         for lv in self.levels:
             c = colors.get(lv.status, "white")
+            # the summary quotes the sides (an exception's message): data, not markup
             table.add_row(
-                f"L{lv.level} {lv.name}", f"[{c}]{lv.status}[/]", f"{lv.wall_s:.1f}s", lv.summary
+                f"L{lv.level} {lv.name}",
+                Text(lv.status, style=c),
+                f"{lv.wall_s:.1f}s",
+                shown(indented(lv.summary, "  ")),
             )
         console.print(table)
         for line in self.coverage_lines():
-            console.print(line, markup=False, highlight=False)
+            console.print(shown(line))
         for lv in self.levels:
             for finding in lv.findings[:max_findings]:
-                console.print(render_finding(finding), markup=False, highlight=False)
+                console.print(shown(render_finding(finding)))
         color = "red" if not self.passed else "yellow" if self.levels_not_run else "green"
         console.print(f"[bold {color}]{self.verdict_line()}[/]", highlight=False, soft_wrap=True)
 
@@ -217,8 +224,9 @@ def levels_phrase(levels: list[int], named: bool = True) -> str:
 
 
 def render_finding(f: Finding) -> str:
-    """A finding as plain text (used by the console and by repair prompts)."""
-    lines = [f"[L{f.level} {f.check}] {f.message}"]
+    """A finding as plain text (used by the console and by repair prompts). What the sides
+    wrote is indented past its first line: no line of it starts where the verdict does."""
+    lines = [f"[L{f.level} {f.check}] {indented(f.message)}"]
     if f.fields:
         lines.append(f"  fields: {', '.join(f.fields)}")
     if f.seed is not None or f.step is not None:
@@ -227,16 +235,16 @@ def render_finding(f: Finding) -> str:
         shown = f.actions if len(f.actions) <= 40 else [*f.actions[:10], "...", *f.actions[-25:]]
         lines.append(f"  actions ({len(f.actions)}): {shown}")
     if f.state_before is not None:
-        lines.append(f"  state before: {f.state_before}")
+        lines.append(f"  state before: {indented(f.state_before)}")
     if f.expected is not None:
-        lines.append(f"  expected (reference): {f.expected}")
-        lines.append(f"  actual (port):        {f.actual}")
+        lines.append(f"  expected (reference): {indented(f.expected)}")
+        lines.append(f"  actual (port):        {indented(f.actual)}")
     if f.error:
         lines.append("  error: " + ", ".join(f"{k}={v:.6g}" for k, v in f.error.items()))
     for title, locs in (("reference", f.reference_lines), ("port", f.port_lines)):
         if locs:
             lines.append(f"  {title} lines that assign it, then what those read:")
-            lines.extend(f"    {loc}" for loc in locs)
+            lines.extend(f"    {one_line(loc)}" for loc in locs)
     if f.detail:
-        lines.append("  detail: " + f.detail.strip().replace("\n", "\n    "))
+        lines.append("  detail: " + indented(f.detail.strip()))
     return "\n".join(lines)

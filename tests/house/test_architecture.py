@@ -284,7 +284,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     (
         "neutral",
         "errors messages stats rust_crates owned_names untrusted_files port_files made_by "
-        "cache cc expr xla_cpu input_files bounds levels orphans",
+        "cache cc expr xla_cpu input_files bounds levels orphans untrusted",
     ),
     ("port kit", "rng speed_layer kit targets"),
     ("spec", "spec_sections spec spec_lookup"),
