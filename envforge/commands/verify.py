@@ -14,9 +14,10 @@ from envforge import bounds
 from envforge.backends.reference_check import check_reference, first_line
 from envforge.commands import options
 from envforge.commands.init import spec_or_init
-from envforge.errors import BrokenReference, DriverFailure
+from envforge.errors import BadInput, BrokenReference, DriverFailure
 from envforge.init.selfcheck_cache import cached_or_run
 from envforge.levels import DEFAULT_LEVELS, parse_levels
+from envforge.prompts import render as prompts
 from envforge.resolve import resolve_port, resolve_spec
 from envforge.sandbox.select import choose_sandbox
 from envforge.spec import EnvSpec
@@ -25,6 +26,8 @@ from envforge.untrusted.shown import indented, shown
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_seed_sweep, verify
 from envforge.workspace.next_prompt import PACKAGE_ROOT, next_repair_prompt
+from envforge.workspace.pinned import load_pin, shown_in_workspace
+from envforge.workspace.write import load_config
 
 
 def verify_command(
@@ -89,11 +92,26 @@ def verify_command(
         hidden=True,
         help="How the repair prompt tells the agent to rerun the verifier; {levels} marks them.",
     ),
+    workspace: Path = typer.Option(
+        None,
+        "--workspace",
+        help="A workspace written by envforge prompt (what its ./verify runs): its port/ "
+        "against the real reference envforge recorded for it; an edited reference/ is refused.",
+    ),
 ) -> None:
     """Verify a port against its reference, level by level. Exit 0 equivalent, 1 not, 2 bad input."""
-    env_spec = resolve_spec(env, ref, spec, from_ref=lambda r, s: spec_or_init(r, s, init))
+    pin = None
+    if workspace is not None:
+        if env or ref or spec or port:
+            raise BadInput("--workspace names the env, reference, spec and port: give none of them")
+        config = load_config(workspace)  # the record outside it, the copy checked unedited
+        pin = load_pin(config.root)
+        env_spec = config.load_spec()
+        verify_as = verify_as or "./verify {levels}"
+    else:
+        env_spec = resolve_spec(env, ref, spec, from_ref=lambda r, s: spec_or_init(r, s, init))
     check_reference(env_spec)  # a broken reference is refused before any self-check or build
-    port_path = str(resolve_port(env_spec, port, target))
+    port_path = str(config.port_path() if pin else resolve_port(env_spec, port, target))
     sandbox_choice = choose_sandbox(sandbox)
     options = VerifyOptions(
         seed=seed,
@@ -133,17 +151,17 @@ def verify_command(
         report.render(console)
     if repair_prompt:
         rerun = verify_as or rerun_command(env, ref, spec, port, target)
-        print(
-            next_repair_prompt(
-                report,
-                env_spec,
-                Path(port_path),
-                levels,
-                rerun,
-                [Path.cwd(), env_spec.root.parent.parent, PACKAGE_ROOT],
-            ),
-            end="",
-        )
+        roots = [env_spec.root.parent.parent, PACKAGE_ROOT]
+        if pin is None:
+            text = next_repair_prompt(
+                report, env_spec, Path(port_path), levels, rerun, [Path.cwd(), *roots]
+            )
+        else:  # the reference's lines named as the agent finds them, in its reference/
+            text = next_repair_prompt(
+                report, env_spec, Path(port_path), levels, rerun, [pin.root], follow_port=False
+            )
+            text = prompts.scrub_paths(shown_in_workspace(text, pin), roots)
+        print(text, end="")
     sys.exit(report.exit_code)
 
 

@@ -17,14 +17,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envforge.errors import EnvforgeError
+from envforge.input_files import TOML_BYTES, read_text
 from envforge.levels import DEFAULT_LEVELS, LEVELS, parse_levels
-from envforge.port_files import read_regular
+from envforge.port_files import list_port, read_regular
 from envforge.prompts import render as prompts
-from envforge.prompts.sources import reference_sources
+from envforge.prompts.sources import SourceFile, reference_sources
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 from envforge.verify.verdict import Report
 from envforge.workspace.next_prompt import PACKAGE_ROOT, levels_text, next_repair_prompt
+from envforge.workspace.pinned import COPY, check_pin, load_pin, shown_in_workspace
 from envforge.workspace.write import WorkspaceConfig
 
 if TYPE_CHECKING:
@@ -47,10 +49,22 @@ class VerifierSession:
 
     def __init__(self, config: WorkspaceConfig, sandbox: str | None) -> None:
         self.config = config
+        self.pin = load_pin(config.root) if config.pinned else None
         self.spec = config.load_spec()
         self.sandbox = sandbox
         self.roots = [config.root, self.spec.root.parent.parent, PACKAGE_ROOT]
         self._lock = threading.Lock()
+
+    def _shown(self, text: str) -> str:
+        """Paths as the agent knows them: the real reference as its copy, the rest relative."""
+        if self.pin is not None:
+            text = shown_in_workspace(text, self.pin)
+        return prompts.scrub_paths(text, self.roots)
+
+    def _unedited(self) -> None:
+        """Refuse (WorkspaceEdited) a workspace whose reference copy is not what envforge wrote."""
+        if self.pin is not None:
+            check_pin(self.pin)
 
     @property
     def report_path(self) -> Path:
@@ -63,12 +77,13 @@ class VerifierSession:
                 return "error: scale must be positive (1.0 = the spec's counts, 0.2 = quick)"
             options = VerifyOptions(scale=scale, sandbox=self.sandbox)
             with self._lock:
+                self._unedited()
                 report = verify(self.spec, self.config.port_path(), wanted, options)
         except EnvforgeError as e:  # bad levels, no port yet: the agent can act on the line
-            return f"error: {prompts.scrub_paths(str(e), self.roots)}"
+            return f"error: {self._shown(str(e))}"
         self.report_path.parent.mkdir(exist_ok=True)
         self.report_path.write_text(json.dumps(report.to_dict(), indent=2))
-        return prompts.verify_result(report, self.roots)
+        return self._shown(prompts.verify_result(report, [self.config.root]))
 
     def latest(self) -> Report | None:
         data = read_regular(self.report_path, 64 << 20)  # no link, no FIFO: the agent's folder
@@ -79,30 +94,53 @@ class VerifierSession:
         if report is None:
             return "No report yet: call verify first."
         levels = levels_text(report.requested) if report.requested else self.config.levels
-        return next_repair_prompt(
-            report,
-            self.spec,
-            self.config.port_path(),
-            levels,
-            'verify(levels="{levels}")',
-            self.roots,
-            follow_port=False,  # the workspace's port/ is the agent's: never through a link
+        return self._shown(
+            next_repair_prompt(
+                report,
+                self.spec,
+                self.config.port_path(),
+                levels,
+                'verify(levels="{levels}")',
+                [self.config.root],
+                follow_port=False,  # the workspace's port/ is the agent's: never through a link
+            )
         )
 
     def latest_report(self) -> str:
         report = self.latest()
         if report is None:
             return "No report yet: call verify first."
-        return prompts.scrub_paths(json.dumps(report.to_dict(), indent=2), self.roots)
+        return self._shown(json.dumps(report.to_dict(), indent=2))
 
     def spec_text(self) -> str:
-        return self.config.spec_path().read_text()
+        """The spec as the agent's copy holds it (checked unedited, read without following a
+        link), or the spec a workspace-less server was started with."""
+        try:
+            if self.pin is None:
+                return read_text(self.config.spec_path(), "spec", TOML_BYTES)
+            self._unedited()
+            text = list_port(self.config.root / COPY, follow_root=False).read_text("env.toml")
+            return text if text is not None else "error: reference/env.toml cannot be read"
+        except EnvforgeError as e:
+            return f"error: {self._shown(str(e))}"
 
     def reference_text(self) -> str:
-        return "\n\n".join(
-            f"### {source.name}\n\n{source.text.rstrip()}"
-            for source in reference_sources(self.spec)
+        """The real reference's sources (what is verified against), named as the agent's copy."""
+        try:
+            self._unedited()
+            sources = reference_sources(self.spec)
+        except EnvforgeError as e:
+            return f"error: {self._shown(str(e))}"
+        return self._shown(
+            "\n\n".join(f"### {self._label(s)}\n\n{s.text.rstrip()}" for s in sources)
         )
+
+    def _label(self, source: SourceFile) -> str:
+        if self.pin is None or source.path is None:
+            return source.name
+        if source.library is not None:
+            return f"{COPY}/{source.library}"
+        return shown_in_workspace(str(source.path.resolve()), self.pin)
 
     def bench(self, batch_size: int) -> str:
         """Steps/s of the port (in the server's sandbox) and of the reference, each timed by
@@ -117,12 +155,13 @@ class VerifierSession:
         try:
             port = self.config.port_path()
             with self._lock:
+                self._unedited()
                 ported = measure_sandboxed(self.spec, port, batch_size, steps, self.sandbox)
                 reference = time_driver(
                     open_driver(reference_recipe(self.spec)), batch_size, steps, "reference"
                 )
         except EnvforgeError as e:
-            return f"error: {prompts.scrub_paths(str(e), self.roots)}"
+            return f"error: {self._shown(str(e))}"
         lines = [
             f"Environment steps per second at batch {batch_size}, uniform random actions, "
             f"{steps} steps per call timed by the verifier (compile excluded):"
@@ -138,7 +177,7 @@ class VerifierSession:
         if not isinstance(ported, str) and not isinstance(reference, str):
             ratio = ported.steps_per_second / max(reference.steps_per_second, 1e-9)
             lines.append(f"  port / reference: {ratio:.2f}x")
-        return prompts.scrub_paths("\n".join(lines), self.roots)
+        return self._shown("\n".join(lines))
 
 
 def build_server(session: VerifierSession) -> MCPServer:

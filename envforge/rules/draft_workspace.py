@@ -8,6 +8,7 @@ sees only the rules text: never another version, so versions stay independent.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -70,11 +71,16 @@ read it, fix what it could not guess, and keep it passing `./check`.
 
 CHECK_SCRIPT = """#!/bin/sh
 # Runs your rule cases against {name}.py (envforge rules check).
-cd "$(dirname "$0")" || exit 2
-[ -f env.toml ] || {{ echo "no env.toml yet: draft it (see AGENTS.md)"; exit 2; }}
-[ -f cases.toml ] || {{ echo "no cases.toml yet: write rule cases (see AGENTS.md)"; exit 2; }}
-exec {python} -m envforge.cli rules check RULES.md --cases cases.toml --spec env.toml "$@"
+here={here}
+[ -f "$here/env.toml" ] || {{ echo "no env.toml yet: draft it (see AGENTS.md)"; exit 2; }}
+[ -f "$here/cases.toml" ] || {{ echo "no cases.toml yet: write rule cases (see AGENTS.md)"; exit 2; }}
+python=${{ENVFORGE_PYTHON:-}}
+[ -n "$python" ] || python={python}
+exec "$python" -I -m envforge.cli rules check "$here/RULES.md" --cases "$here/cases.toml" \\
+  --spec "$here/env.toml" "$@"
 """
+"""``-I`` and no ``cd``: the interpreter's import path holds neither the workspace nor the
+caller's folder (a ``numpy.py`` the agent writes there is not imported in place of numpy)."""
 
 
 REPAIR = """
@@ -133,6 +139,7 @@ def write_draft_workspace(
     for task_file in TASK_FILES:
         (folder / task_file).write_text(task)
     check = folder / CHECK
-    check.write_text(CHECK_SCRIPT.format(name=name, python=sys.executable))
+    here = shlex.quote(str(folder.resolve()))
+    check.write_text(CHECK_SCRIPT.format(name=name, python=shlex.quote(sys.executable), here=here))
     check.chmod(0o755)
     return folder

@@ -10,9 +10,7 @@ replaced by ``prompts/optimize_workspace.j2``, and two more entry points beside 
 
 from __future__ import annotations
 
-import shlex
 import shutil
-import sys
 from pathlib import Path
 
 from envforge.errors import BadInput
@@ -20,7 +18,13 @@ from envforge.prompts import render as prompts
 from envforge.resolve import chosen_port
 from envforge.spec import EnvSpec
 from envforge.translate.workspace import port_layout
-from envforge.workspace.write import TASK_FILES, WorkspaceConfig, write_part, write_workspace
+from envforge.workspace.write import (
+    TASK_FILES,
+    WorkspaceConfig,
+    entry_script,
+    write_part,
+    write_workspace,
+)
 
 BENCH_SCRIPT = "bench"
 PROFILE_SCRIPT = "profile"
@@ -74,28 +78,17 @@ def _shown(origin: Path) -> str:
     return "/".join(parts[parts.index("generated") :]) if "generated" in parts else origin.name
 
 
-def _script(config: WorkspaceConfig, usage: str, command: list[str]) -> str:
-    quoted = " ".join(shlex.quote(part) for part in command)
-    return f"""#!/bin/sh
-# {usage}
-cd "$(dirname "$0")" || exit 2
-python=${{ENVFORGE_PYTHON:-}}
-[ -n "$python" ] || python={shlex.quote(sys.executable)}
-exec "$python" {quoted} "$@"
-"""
-
-
 def bench_script(config: WorkspaceConfig) -> str:
     """``./bench [options]``: the reference and port/ side by side (``envforge bench --port``)."""
-    command = ["-m", "envforge.cli", "bench", config.env, "--port", config.port]
+    command = ["-m", "envforge.cli", "bench", config.env, "--port", str(config.port_path())]
     command += ["--target", config.target, "--batch", BENCH_BATCHES, "--policy", "random"]
     usage = "steps/s of the reference and of port/, timed by the host. Usage: ./bench [options]"
-    return _script(config, usage, command)
+    return entry_script(usage, command)
 
 
 def profile_script(config: WorkspaceConfig) -> str:
     """``./profile [options]``: ``envforge profile`` of port/."""
-    command = ["-m", "envforge.cli", "profile", config.env, "--port", config.port]
+    command = ["-m", "envforge.cli", "profile", config.env, "--port", str(config.port_path())]
     command += ["--target", config.target]
     usage = "where a batched step of port/ spends its time. Usage: ./profile [--batch B] [--json]"
-    return _script(config, usage, command)
+    return entry_script(usage, command)

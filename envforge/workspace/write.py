@@ -5,8 +5,13 @@ the rendered task as AGENTS.md / CLAUDE.md / GEMINI.md, and a ``verify`` entry p
 <out>/reference/                        a copy of references/<env>/ (env.toml + sources)
 <out>/port/                             where the agent writes the port
 <out>/verify                            ./verify [LEVELS] [envforge verify options]
-<out>/envforge-workspace.toml           what ./verify and ``envforge mcp`` verify
+<out>/envforge-workspace.toml           what ./verify and ``envforge mcp`` verify (to read)
 <out>/.mcp.json, .gemini/, .codex/      ``envforge mcp`` on this workspace, for each agent CLI
+
+What is verified is recorded outside the workspace (``workspace/pinned.py``): the agent may
+rewrite any file here. Every entry point starts an absolute interpreter in isolated mode
+(``-I``: no working folder, no ``PYTHON*`` variables on its import path), so a module the agent
+writes into the workspace is never imported by the host.
 """
 
 from __future__ import annotations
@@ -18,17 +23,17 @@ import shlex
 import shutil
 import stat
 import sys
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envforge.errors import BadInput
-from envforge.input_files import load_toml
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import SourceFile, reference_sources
 from envforge.spec import EnvSpec, load_spec
+from envforge.spec_lookup import spec_for_reference
 from envforge.translate.workspace import port_layout
 from envforge.workspace.agent_task import render_task
+from envforge.workspace.pinned import check_pin, load_pin, real_files, record
 from envforge.workspace.reference_copy import tidy_copy
 
 CONFIG_FILE = "envforge-workspace.toml"
@@ -62,6 +67,8 @@ class WorkspaceConfig:
     """``--ref`` for the verifier: a file under reference/, or a gymnasium id."""
     port: str
     levels: str = "0-3"
+    pinned: bool = False
+    """Whether spec and reference are the real ones envforge recorded (``load_config``)."""
 
     def spec_path(self) -> Path:
         return self.root / self.spec
@@ -70,30 +77,32 @@ class WorkspaceConfig:
         return self.root / self.port
 
     def load_spec(self) -> EnvSpec:
+        if self.pinned:  # the recorded --ref, as the workspace was written with it
+            return spec_for_reference(self.reference, str(self.spec_path()))
         return load_spec(self.spec_path())
 
     def write(self) -> None:
         fields = {k: getattr(self, k) for k in ("env", "target", "spec", "reference", "port")}
         lines = [f"{k} = {json.dumps(v)}" for k, v in (*fields.items(), ("levels", self.levels))]
-        text = "# Written by `envforge prompt`: what ./verify and `envforge mcp` verify.\n"
+        text = (
+            "# Written by `envforge prompt`, to read: ./verify and `envforge mcp` verify port/\n"
+            "# against the real reference, as envforge recorded it outside this workspace.\n"
+        )
         write_part(self.root, CONFIG_FILE, text + "\n".join(lines) + "\n")
 
 
 def load_config(root: Path) -> WorkspaceConfig:
-    path = root / CONFIG_FILE
-    if not path.is_file():
+    """What the workspace at ``root`` verifies, from envforge's record of writing it (never
+    from the workspace's own files); WorkspaceEdited when its reference copy was changed."""
+    if not (root / CONFIG_FILE).is_file():
         raise BadInput(
             f"{root} is not an envforge workspace (no {CONFIG_FILE}); see envforge prompt"
         )
-    try:
-        data = load_toml(path, "workspace config", follow_links=False)
-        return WorkspaceConfig(
-            root=root.resolve(),
-            **{k: str(data[k]) for k in ("env", "target", "spec", "reference", "port")},
-            levels=str(data.get("levels", "0-3")),
-        )
-    except (tomllib.TOMLDecodeError, KeyError) as e:
-        raise BadInput(f"{path}: malformed ({e})") from None
+    pin = load_pin(root)
+    check_pin(pin)
+    return WorkspaceConfig(
+        pin.root, pin.env, pin.target, pin.spec, pin.reference, "port", pin.levels, pinned=True
+    )
 
 
 def check_out(out: Path) -> None:
@@ -202,7 +211,7 @@ def write_workspace(spec: EnvSpec, target: str, out: Path, levels: str = "0-3") 
         levels=levels,
     )
     config.write()
-    workspace_spec = config.load_spec()  # reference lines in findings point into reference/
+    workspace_spec = config.load_spec()  # the task's reference lines point into reference/
     shown = [  # labelled as the agent finds them in the workspace
         replace(s, name=_shown_name(s, root, reference)) if s.path else s
         for s in reference_sources(workspace_spec)
@@ -212,7 +221,23 @@ def write_workspace(spec: EnvSpec, target: str, out: Path, levels: str = "0-3") 
         write_part(root, name, task)
     write_part(root, VERIFY_SCRIPT, verify_script(config), mode=0o755)
     write_mcp_configs(root)
-    return config
+    real_spec = spec.root / "env.toml"
+    pin = record(
+        root, spec.name, target, real_spec, _real_reference(spec), levels,
+        real_files(real_spec, sources),
+    )  # fmt: skip
+    return WorkspaceConfig(
+        root, spec.name, target, pin.spec, pin.reference, "port", levels, pinned=True
+    )
+
+
+def _real_reference(spec: EnvSpec) -> str:
+    """The reference as the workspace's verifier names it: the real file, absolute."""
+    path = spec.reference_path()
+    if path is None:
+        return spec.reference
+    suffix = spec.reference.split(":", 1)[1] if spec.reference_kind == "python" else ""
+    return str(path.resolve()) + (f":{suffix}" if suffix else "")
 
 
 def _shown_name(source: SourceFile, root: Path, reference: Path) -> str:
@@ -226,9 +251,14 @@ MCP_TIMEOUT_S = 1800
 """A full verification takes minutes; agent CLIs cut tool calls far sooner by default."""
 
 
+ISOLATED = "-I"
+"""Python's isolated mode: neither the working folder nor ``PYTHON*`` variables reach its
+import path (an agent's ``argparse.py`` in the workspace is never imported)."""
+
+
 def mcp_command(root: Path) -> tuple[str, list[str]]:
-    """``envforge mcp`` on this workspace, through the interpreter that wrote it."""
-    return sys.executable, ["-m", "envforge.cli", "mcp", "--workspace", str(root)]
+    """``envforge mcp`` on this workspace, through the interpreter that wrote it, isolated."""
+    return sys.executable, [ISOLATED, "-m", "envforge.cli", "mcp", "--workspace", str(root)]
 
 
 def write_mcp_configs(root: Path) -> None:
@@ -266,34 +296,32 @@ def _reference_argument(spec: EnvSpec, copy: Path, sources: list[SourceFile]) ->
     return f"reference/{relative}" + (f":{suffix}" if suffix else "")
 
 
-def verify_script(config: WorkspaceConfig) -> str:
-    """``./verify [LEVELS] [options]``: envforge verify on the port, ending with the next repair
-    prompt. The interpreter is the one that wrote the workspace ($ENVFORGE_PYTHON overrides)."""
-    command = [
-        "-m",
-        "envforge.cli",
-        "verify",
-        "--spec",
-        config.spec,
-        "--ref",
-        config.reference,
-        "--port",
-        config.port,
-        "--repair-prompt",
-        "--verify-as",
-        "./verify {levels}",
-    ]
-    quoted = " ".join(shlex.quote(part) for part in command)
+def entry_script(usage: str, command: list[str], before: str = "") -> str:
+    """A workspace script: the interpreter that wrote the workspace ($ENVFORGE_PYTHON
+    overrides), isolated, started from wherever it is called (no ``cd`` into the workspace)."""
+    quoted = " ".join(shlex.quote(part) for part in [ISOLATED, *command])
     return f"""#!/bin/sh
-# envforge verify on this workspace's port. Usage: ./verify [LEVELS] [envforge verify options]
-# (LEVELS default {config.levels}; e.g. ./verify 0, ./verify 0-3 --scale 0.2, ./verify --json)
-cd "$(dirname "$0")" || exit 2
+# {usage}
 python=${{ENVFORGE_PYTHON:-}}
 [ -n "$python" ] || python={shlex.quote(sys.executable)}
-levels={shlex.quote(config.levels)}
+{before}exec "$python" {quoted} "$@"
+"""
+
+
+def verify_script(config: WorkspaceConfig) -> str:
+    """``./verify [LEVELS] [options]``: envforge verify on the port against the recorded
+    reference (``verify --workspace``), ending with the next repair prompt."""
+    command = ["-m", "envforge.cli", "verify", "--workspace", str(config.root), "--repair-prompt"]
+    usage = (
+        "envforge verify on this workspace's port. Usage: ./verify [LEVELS] [envforge verify "
+        f"options]\n# (LEVELS default {config.levels}; e.g. ./verify 0, ./verify 0-3 --scale "
+        "0.2, ./verify --json)"
+    )
+    before = f"""levels={shlex.quote(config.levels)}
 case "$1" in
   ""|-*) ;;
   *) levels="$1"; shift ;;
 esac
-exec "$python" {quoted} --levels "$levels" "$@"
+set -- --levels "$levels" "$@"
 """
+    return entry_script(usage, command, before)

@@ -38,6 +38,10 @@ def _environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
 
 
+def _cache() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k in ("ENVFORGE_CACHE", "HOME")}
+
+
 def _envforge(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "envforge.cli", *args]
     return subprocess.run(cmd, cwd=cwd, env=_environment(), capture_output=True, text=True)
@@ -58,7 +62,7 @@ def test_prompt_writes_a_workspace_whose_verify_ends_with_the_repair_prompt(
     assert (ws / "reference" / "pong.c").read_text() == (
         ROOT / "references/pong/pong.c"
     ).read_text()
-    assert load_config(ws).reference == "reference/pong.c"
+    assert load_config(ws).reference == str(ROOT / "references/pong/pong.c")  # the real one
 
     # a port without from_canonical: L0 fails at import, and the entry point says what to fix
     source = PONG_PORT.read_text().replace("def from_canonical(", "def from_fields(")
@@ -154,7 +158,7 @@ def test_mcp_server_over_stdio_verifies_a_broken_port_and_localizes_it(tmp_path:
     server = StdioServerParameters(
         command=configured["command"],
         args=[*configured["args"], "--sandbox", "none"],
-        env={"PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"},
+        env={"JAX_PLATFORMS": "cpu", **_cache()},  # envforge's record of the workspace
         cwd=str(tmp_path),
     )
 

@@ -43,8 +43,8 @@ def test_optimize_workspace_starts_from_the_shipped_port_with_bench_profile_and_
     task = (root / "AGENTS.md").read_text()
     assert task.startswith("# Make the cartpole JAX port faster")
     assert "./bench" in task and "./profile" in task and "./verify 0-3" in task
-    assert "bench cartpole --port port --target jax" in (root / "bench").read_text()
-    assert "profile cartpole --port port --target jax" in (root / "profile").read_text()
+    assert f"bench cartpole --port {root}/port --target jax" in (root / "bench").read_text()
+    assert f"profile cartpole --port {root}/port --target jax" in (root / "profile").read_text()
     assert "jax.lax.fori_loop" in task  # the JAX rules
     # what helpers playing the user's agent were misled by: the profile's shares are estimates,
     # the speed layer's offer, a timeout under load
