@@ -14,7 +14,7 @@ from envforge.bench.measure import Measurement
 from envforge.untrusted.shown import indented, one_line, shown
 
 TARGET_RATIO = {"c": 2.0, "gymnasium": 500.0, "python": 500.0}
-"""Port speed-up over the reference the issue asks for, by reference kind (C loop / Python)."""
+"""Port speed-up over the reference a port should reach, by reference kind (C loop / Python)."""
 CEILING_FACTOR = 3.0
 """A port should reach at least 1/CEILING_FACTOR of the estimated ceiling."""
 JUDGED_POLICY = "random"

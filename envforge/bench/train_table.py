@@ -68,26 +68,18 @@ def training_section(results: list[dict[str, Any]]) -> str:
     lines = [
         "## Training speed (PPO)",
         "",
-        "Measured by `benchmarks/train_speed.py` (raw numbers: `docs/bench/train-<env>.json`). "
-        "Env steps per second of PPO *training* (acting, stepping, GAE and the update) on the "
-        "env's fastest port and on its reference, one after the other in one run, with the same "
-        "network (actor and critic MLPs "
-        f"{'x'.join(str(h) for h in ppo['hidden'])}), batch (num_envs x num_steps: the spec's "
-        "`[l4]`, or 16 x 128, and where more rows are shown, larger ones: 256 x 32, 1024 x 32), "
-        f"{ppo['update_epochs']} epochs x {ppo['num_minibatches']} "
-        "minibatches and one seed. A JAX port trains with PPO fused in JAX (one jitted scan); a "
-        "Rust port and the reference train with the same PPO as a host loop (a jitted policy "
-        "acts on numpy observations, the env steps on the host, the same jitted update learns): "
-        "a Rust port through `envforge.make(env, target='rust', num_envs=N)`, a Python or "
-        "gymnasium reference as its env objects in a Python loop, a C or node reference through "
-        "its Driver. Compilation and building are excluded (JIT, cargo; the host loop's first "
-        "update compiles, and one update's measured learning is added back in its place). "
-        "`per CPU-second` divides each side by its CPU time (this process and its children, all "
-        "threads). `rollout only` is the ratio of acting and stepping alone: the update costs "
-        "both sides the same, so where it dominates it bounds the training ratio. The target "
-        "(issue 36: 50x where the env dominates, CartPole and pong, 10x elsewhere) counts as met "
-        "only where both `x reference` and `per CPU-second` reach it. Where the targets are "
-        'missed and why: docs/L4.md, "Training speed per env".',
+        "Measured by `python benchmarks/train_speed.py` (raw numbers: "
+        '`docs/bench/train-<env>.json`; how it is measured: docs/BENCH.md, "Training '
+        "speed\"). Env steps per second of PPO *training* on the env's fastest port and on its "
+        "reference, one after the other in one run, with the same network (actor and critic "
+        f"MLPs {'x'.join(str(h) for h in ppo['hidden'])}), batch (num_envs x num_steps: the "
+        "spec's `[l4]`, or 16 x 128, and where more rows are shown, larger ones: 256 x 32, "
+        f"1024 x 32), {ppo['update_epochs']} epochs x {ppo['num_minibatches']} minibatches "
+        "and one seed. `per CPU-second` divides each side by its CPU time; `rollout only` is "
+        "the ratio of acting and stepping alone. The target (50x where the env dominates, "
+        "CartPole and pong, 10x elsewhere) counts as met only where both `x reference` and "
+        "`per CPU-second` reach it. Where the targets are missed and why: docs/L4.md, "
+        '"Training speed per env".',
         "",
         *training_table(results),
         "",
