@@ -1,5 +1,5 @@
 """Draft a spec for each shipped gymnasium reference with `envforge init`, then verify the
-shipped JAX port against the drafted spec (issue 19's acceptance run).
+shipped JAX port against the drafted spec (the check that init's drafts are usable).
 
     python benchmarks/drafted_specs.py [--scale 0.2] [env ...]
 

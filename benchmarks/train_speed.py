@@ -1,6 +1,6 @@
 """Training speed: PPO on an env's best port against the same PPO on its reference, side by side.
 
-The paper's headline measure (issue 36): env steps per second of PPO *training* (acting,
+The paper's headline measure: env steps per second of PPO *training* (acting,
 stepping, GAE and the update), on the port that envforge ships as the fastest for the env and on
 the reference, with the same network, batch (num_envs x num_steps), epochs and minibatches, one
 seed, measured one after the other in this process:

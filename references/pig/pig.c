@@ -2,7 +2,7 @@
  * pig.c -- the dice game Pig against a scripted opponent, an envforge reference environment
  * whose step rolls dice through envforge's draw hook.
  *
- * Written for envforge (issue 35): the agent and the opponent take turns; on its turn a player
+ * Written for envforge: the agent and the opponent take turns; on its turn a player
  * rolls a six-sided die as often as it likes, adding each roll to its turn total, and banks the
  * total by holding. A 1 loses the turn total and ends the turn. The first to GOAL points wins.
  * The agent's step is one decision (0 roll, 1 hold); when the agent's turn ends (a 1 or a

@@ -3,7 +3,7 @@ way gymnax-style libraries do: not through ``envforge.rng.jax_draws.Draws``, so 
 replayed to it, and its draws are not the reference's (a hit takes one ``randint``; a stick
 deals the dealer ``DEALER_DRAWS`` cards at once and uses as many as the dealer rule needs).
 It can only be verified in distribution mode (``env.toml`` beside it: ``[rng] step =
-"distribution"``). Written by hand for issue 34 (PROVENANCE.md).
+"distribution"``). Written by hand (PROVENANCE.md).
 
 ``step_with_draws`` is the verifier's entry point: it takes the key the driver seeds
 (``draws.key``) and returns ``draws`` untouched (nothing is logged).

@@ -3,7 +3,7 @@ through ``envforge.rng.jax_draws.Draws``, so no tape can be replayed to it (each
 one ``jax.random.bernoulli`` from a key split off the step's, not the reference's
 ``random() < 0.5``; the decks are ``jax.random.permutation``s at reset). It can only be verified
 in distribution mode (``env.toml`` beside it: ``[rng] step = "distribution"``). Written by hand
-for issue 34 (PROVENANCE.md) from ``generated/duel/jax/duel.py``: the same rules, another
+(PROVENANCE.md) from ``generated/duel/jax/duel.py``: the same rules, another
 generator. Reference: references/duel/duel.py:Duel (names and structure follow it).
 
 One environment at a time; the backend vmaps and jits. Lists (decks, hands, boards) are

@@ -1,7 +1,7 @@
 """FrozenLake-v1 (8x8 map, slippery) in JAX, drawing from its own ``jax.random`` key the way
 gymnax-style libraries do (``jax.random.randint`` over the three moves), not through
 ``envforge.rng.jax_draws.Draws``: no tape can be replayed to it, so it is verified in
-distribution mode (``env.toml`` beside it). Written by hand for issue 34 (PROVENANCE.md), from
+distribution mode (``env.toml`` beside it). Written by hand (PROVENANCE.md), from
 ``generated/frozenlake/jax/frozenlake.py``: the same map and rules, another generator.
 
 From a hole or the goal the agent stays put, is paid 0 and is terminated. Truncation after 100

@@ -2,7 +2,7 @@
 ``jax.random`` key the way gymnax-style libraries do: not through ``envforge.rng.jax_draws.Draws``,
 so no tape can be replayed to it (the opponent's choice is one ``randint`` over its legal
 actions, not the reference's ``np.random.choice``). It can only be verified in distribution mode
-(``env.toml`` beside it: ``[rng] step = "distribution"``). Written by hand for issue 34
+(``env.toml`` beside it: ``[rng] step = "distribution"``). Written by hand
 (PROVENANCE.md) from ``generated/leduc/jax/leduc.py``: the same rules, another generator.
 
 Six cards, 0..5 = SJ HJ SQ HQ SK HK (rank = card // 2). A betting round: call, raise (at most

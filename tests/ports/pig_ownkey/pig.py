@@ -4,7 +4,7 @@ replayed to it (the step's key is split three ways: ``randint`` for the agent's 
 for the opponent's greed, 13 ``randint`` dice for the opponent's turn drawn at once and used as
 far as it rolls; the reference asks ``pig_draw`` one number at a time, only when needed). It can
 only be verified in distribution mode (``env.toml`` beside it: ``[rng] step = "distribution"``).
-Written by hand for issue 34 (PROVENANCE.md) from ``generated/pig/jax/pig.py``: the same
+Written by hand (PROVENANCE.md) from ``generated/pig/jax/pig.py``: the same
 rules, another generator.
 
 Two players race to 50 points. The agent's step is one decision (0 roll, 1 hold); a 1 loses

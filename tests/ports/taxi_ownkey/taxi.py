@@ -1,7 +1,7 @@
 """Taxi-v4 with ``is_rainy=True`` and ``fickle_passenger=True`` in JAX, drawing from its own
 ``jax.random`` key the way gymnax-style libraries do (not through
 ``envforge.rng.jax_draws.Draws``; no tape can be replayed to it, so it is verified in
-distribution mode, ``env.toml`` beside it). Written by hand for issue 34 (PROVENANCE.md) from
+distribution mode, ``env.toml`` beside it). Written by hand (PROVENANCE.md) from
 ``generated/taxi/jax/taxi.py``: the same tables and rules, another generator.
 
 State ``s`` encodes ``((taxi_row * 5 + taxi_col) * 5 + passenger) * 4 + destination``

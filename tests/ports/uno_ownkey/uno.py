@@ -2,8 +2,8 @@
 way gymnax-style libraries do: not through ``envforge.rng.jax_draws.Draws``, so no tape can be
 replayed to it (the reshuffle is one ``jax.random`` permutation, not the reference's Fisher-Yates;
 the opponent's and the wild colour's choices are ``randint``s). It can only be verified in
-distribution mode (``env.toml`` beside it: ``[rng] step = "distribution"``). Written by hand for
-issue 34 (PROVENANCE.md) from ``generated/uno/jax/uno.py``: the same rules, another generator.
+distribution mode (``env.toml`` beside it: ``[rng] step = "distribution"``). Written by hand
+(PROVENANCE.md) from ``generated/uno/jax/uno.py``: the same rules, another generator.
 
 Cards are numbered like rlcard's actions: ``15 * colour + trait`` (colours r g b y; traits 0-9,
 skip, reverse, draw_2, wild, wild_draw_4); a wild card keeps its printed colour in its id and
