@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError
 from envforge import bounds
 from envforge.errors import SpecError
 from envforge.expr import ExprError, Expression
-from envforge.input_files import InputFileError, load_toml
+from envforge.input_files import TOML_BYTES, InputFileError, load_toml, read_text
 from envforge.spec_sections import (
     ActionSpace,
     BoxSpace,
@@ -260,9 +260,24 @@ def _check_semantics(p: Path, spec: EnvSpec) -> None:
         try:
             spec.policy_expression(source) if is_policy else spec.expression(source)
         except ExprError as e:
-            raise SpecError(p, key, f"a valid expression ({e})") from None
+            raise SpecError(_line_of(p, source), key, f"a valid expression ({e})") from None
     if spec.valid is not None:
         try:
             _state_expression(spec.valid, tuple(spec.field_names))
         except ExprError as e:
-            raise SpecError(p, "valid", f"a valid expression over the state fields ({e})") from None
+            where = _line_of(p, spec.valid)
+            raise SpecError(
+                where, "valid", f"a valid expression over the state fields ({e})"
+            ) from None
+
+
+def _line_of(p: Path, source: str) -> str:
+    """``env.toml:12``: the file and the line where the expression ``source`` starts (the file
+    alone when its text cannot be found there, e.g. written with escapes)."""
+    first = next((line.strip() for line in source.splitlines() if line.strip()), "")
+    try:
+        lines = read_text(p, "spec", TOML_BYTES).splitlines()
+    except InputFileError:
+        return str(p)
+    found = [n for n, line in enumerate(lines, 1) if first and first in line]
+    return f"{p}:{found[0]}" if found else str(p)

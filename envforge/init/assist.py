@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from envforge.cost.meter import Meter
+from envforge.expr import evaluation_deadline
 from envforge.input_files import parse_toml
 from envforge.messages import Model, ModelRequest, user
 from envforge.verify.policies import ScriptedPolicy, UniformPolicy
@@ -90,7 +91,8 @@ def assist(draft: Draft, draft_toml: str, source: str, model: Meter, steps: int 
             events.append({"name": name, "expr": expr})
         except Exception as err:
             out.rejected.append((name, f"event does not parse: {err}"))
-    counts = _count(draft, out.policies, events, steps)
+    with evaluation_deadline(spec.verify.timeout_s):  # the model's expressions run here
+        counts = _count(draft, out.policies, events, steps)
     for event in events:
         n = counts.get(event["name"])
         if n is None:

@@ -12,6 +12,7 @@ from envforge.backends.recipe import Recipe, open_driver, port_recipe, reference
 from envforge.backends.reference_check import first_line
 from envforge.coverage.lines import LineCoverage
 from envforge.errors import BadInput, BrokenReference, DriverFailure
+from envforge.expr import evaluation_deadline
 from envforge.levels import level as level_of
 from envforge.port_files import list_port
 from envforge.sandbox.driver import open_sandboxed
@@ -198,43 +199,56 @@ def verify(
     except BrokenReference as exc:  # found before anything was built
         report.levels.append(reference_failed(levels[0], "build", exc.problem))
         return report
-    try:
-        for level in levels:
-            if progress:
-                progress(f"L{level}")
-            start = time.perf_counter()
-            try:
-                ref, prt = pair.open()
-                measured = options.coverage_for(spec.reference_kind) and level in COVERAGE_LEVELS
-                coverage_note = start_coverage(ref) if measured else None
-                if level in (1, 2, 3):  # L0 checks raw outputs itself; these compare them
-                    ref, prt = CheckedDriver(ref), CheckedDriver(prt)
-                ctx = VerifyContext(spec, ref, prt, options, pair.sources("port"), pair.sandbox)
-                result = run_level(level, ctx)
-                if measured:
-                    result.coverage, coverage_note = read_coverage(ref, coverage_note, spec)
-                if coverage_note:
-                    result.stats["coverage_error"] = coverage_note
-            except DriverFailure as exc:
-                sources = pair.sources(exc.side)
-                pair.drop(exc.side)
-                if exc.side == "reference":
-                    result = reference_failed(level, exc.call, exc.message, exc, sources)
-                else:
-                    status = "fail" if exc.check == "contract" else "error"
-                    finding = failure_finding(level, exc, sources)
-                    result = LevelResult(level, status, f"{exc.side} failed: {exc}", [finding])
-            except BadInput as exc:  # the spec cannot be checked as written (a rare valid rule)
-                finding = Finding(level=level, check="spec", message=str(exc))
-                summary = f"the spec cannot be checked: {exc}"
-                result = LevelResult(level, "error", summary, [finding], reference_failed=True)
-            result.wall_s = time.perf_counter() - start
-            report.levels.append(result)
-            if result.status != "pass" and not options.all_levels:
-                break
+    try:  # the spec's expressions run here, on the host: each evaluation gets a call's time
+        with evaluation_deadline(options.timeout_s or spec.verify.timeout_s):
+            _run_levels(spec, levels, options, pair, report, progress)
     finally:
         pair.close()
     return report
+
+
+def _run_levels(
+    spec: EnvSpec,
+    levels: list[int],
+    options: VerifyOptions,
+    pair: DriverPair,
+    report: Report,
+    progress: ProgressFn | None,
+) -> None:
+    for level in levels:
+        if progress:
+            progress(f"L{level}")
+        start = time.perf_counter()
+        try:
+            ref, prt = pair.open()
+            measured = options.coverage_for(spec.reference_kind) and level in COVERAGE_LEVELS
+            coverage_note = start_coverage(ref) if measured else None
+            if level in (1, 2, 3):  # L0 checks raw outputs itself; these compare them
+                ref, prt = CheckedDriver(ref), CheckedDriver(prt)
+            ctx = VerifyContext(spec, ref, prt, options, pair.sources("port"), pair.sandbox)
+            result = run_level(level, ctx)
+            if measured:
+                result.coverage, coverage_note = read_coverage(ref, coverage_note, spec)
+            if coverage_note:
+                result.stats["coverage_error"] = coverage_note
+        except DriverFailure as exc:
+            sources = pair.sources(exc.side)
+            pair.drop(exc.side)
+            if exc.side == "reference":
+                result = reference_failed(level, exc.call, exc.message, exc, sources)
+            else:
+                status = "fail" if exc.check == "contract" else "error"
+                finding = failure_finding(level, exc, sources)
+                result = LevelResult(level, status, f"{exc.side} failed: {exc}", [finding])
+        except BadInput as exc:  # the spec cannot be checked as written (a rare valid rule,
+            # an expression past its deadline)
+            finding = Finding(level=level, check="spec", message=str(exc))
+            summary = f"the spec cannot be checked: {exc}"
+            result = LevelResult(level, "error", summary, [finding], reference_failed=True)
+        result.wall_s = time.perf_counter() - start
+        report.levels.append(result)
+        if result.status != "pass" and not options.all_levels:
+            break
 
 
 def reference_failed(
