@@ -14,6 +14,7 @@ from envforge.commands import options
 from envforge.errors import BadInput
 from envforge.levels import DEFAULT_LEVELS, parse_levels
 from envforge.resolve import resolve_spec
+from envforge.sandbox.select import choose_sandbox
 from envforge.targets import default_target
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_seed_sweep
@@ -54,6 +55,7 @@ def mutate_command(
     no_differential: bool = typer.Option(
         False, "--no-differential", help="Skip the differential test (no triage/localization)."
     ),
+    sandbox: options.Sandbox = "auto",
     as_json: options.Json = False,
     out: str = typer.Option(None, "--out", help="Also write the JSON report to this file."),
 ) -> None:
@@ -70,12 +72,15 @@ def mutate_command(
     spec = resolve_spec(env, command="mutate")
     resolved = resolve_target(spec, side, target, port)
     level_list = parse_levels(levels)
-    options = VerifyOptions(
+    sandbox_choice = choose_sandbox(sandbox)
+    options = VerifyOptions(  # every mutant and the differential go through the same door
         seed=seed,
         scale=scale,
         seed_sweep=parse_seed_sweep(seed_sweep) if seed_sweep is not None else None,
+        sandbox=sandbox_choice.kind,
     )
     console = Console(stderr=as_json, width=None if sys.stdout.isatty() else 160)
+    console.print(f"[dim]{sandbox_choice.line()}[/dim]")
     parallel = jobs or os.cpu_count() or 1
     with console.status(f"mutating {spec.name}") as status:
 
