@@ -23,6 +23,7 @@ import tomllib
 from pathlib import Path
 
 from envforge.errors import ContractViolation
+from envforge.input_files import parse_toml
 
 MANIFEST_CAP = 1 << 20
 LOCK_CAP = 8 << 20
@@ -69,10 +70,9 @@ def _parse(path: Path, cap: int) -> dict:
     if data is None:
         return {}
     try:
-        return tomllib.loads(data.decode())
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as e:
-        what = "nested too deeply" if isinstance(e, RecursionError) else str(e)
-        raise ContractViolation("port", "build", f"{path.name} does not parse: {what}") from None
+        return parse_toml(data.decode())
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:  # too deep: TomlTooDeep
+        raise ContractViolation("port", "build", f"{path.name} does not parse: {e}") from None
 
 
 def _inside(crate: Path, relative: object) -> bool:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import jinja2
 import numpy as np
 
 from envforge.errors import BadInput
+from envforge.input_files import parse_toml
 from envforge.kit import contract
 from envforge.levels import LEVEL_NAMES, LEVELS
 from envforge.messages import ToolSpec
@@ -392,5 +392,5 @@ def tool_specs(
     )
     return tuple(
         ToolSpec(t["name"], t["description"], json.loads(t["parameters"]))
-        for t in tomllib.loads(text)["tool"]
+        for t in parse_toml(text)["tool"]
     )

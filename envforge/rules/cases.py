@@ -27,6 +27,7 @@ import numpy as np
 
 from envforge.backends.base import Driver, Transition
 from envforge.errors import BadInput
+from envforge.input_files import load_toml
 from envforge.rules.text import RulesText, parse_citations
 from envforge.spec import EnvSpec
 from envforge.verify.findings import Finding
@@ -79,9 +80,9 @@ def load_cases(path: str | Path, spec: EnvSpec, rules: RulesText) -> list[RuleCa
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"rule cases not found: {path}")
-    try:
-        data = tomllib.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    try:  # a regular file, size-capped, nesting bounded (input_files.py)
+        data = load_toml(path, "rule cases")
+    except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"{path.name}: not valid TOML: {exc}") from None
     tables = data.get("case", [])
     if not isinstance(tables, list) or not tables:

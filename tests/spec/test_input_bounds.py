@@ -5,12 +5,13 @@ a RecursionError or a MemoryError traceback."""
 
 from __future__ import annotations
 
+import ast
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PONG_SPEC, run_cli
+from conftest import PONG_SPEC, ROOT, run_cli
 
 from envforge.errors import SpecError
 from envforge.expr import ExprError, Expression, ExpressionTimeout, evaluation_deadline
@@ -111,3 +112,43 @@ def test_verify_gives_each_evaluation_a_calls_time(monkeypatch: pytest.MonkeyPat
     report = runner.verify(spec, PONG_SPEC.parent, [0], options)
     assert report.exit_code == 2, report.levels[0].summary
     assert "took longer than the 0.001 s" in report.levels[0].summary
+
+
+DEEP = 5000
+
+
+def test_deeply_nested_rule_cases_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``rules check --cases`` on a cases.toml 5,000 arrays deep: a RecursionError 2,998 lines
+    long and exit 1; the cases file now goes through the depth guard every TOML reader uses."""
+    cases = tmp_path / "cases.toml"
+    cases.write_text("deep = " + "[" * DEEP + "]" * DEEP + "\n")
+    code, _, err = run_cli(["rules", "check", "duel", "--cases", str(cases)], capsys)
+    assert_one_line(code, err, "cases.toml", "nested more than 64 deep")
+
+
+def toml_parses_outside_the_guard(root: Path) -> list[str]:
+    """``file:line`` of each ``tomllib.load``/``loads`` call outside ``input_files.py``, the
+    one module that bounds nesting before tomllib recurses."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "input_files.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "tomllib"
+                and node.attr in ("load", "loads")
+            ):
+                found.append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    return found
+
+
+def test_every_toml_reader_bounds_nesting(tmp_path: Path) -> None:
+    assert toml_parses_outside_the_guard(ROOT / "envforge") == []
+    # the check itself sees a reader going around the guard
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "reader.py").write_text("import tomllib\nd = tomllib.loads(t)\n")
+    assert toml_parses_outside_the_guard(tmp_path / "pkg") == ["pkg/reader.py:2"]
