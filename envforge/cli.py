@@ -59,6 +59,8 @@ def main() -> None:
         _fail(f"{e.format_message()}{where}")
     except ClickException as e:  # click's file errors and the like
         _fail(e.format_message())
+    except MemoryError:  # sized by the input (a spec's shapes): bad input, not a traceback
+        _fail("out of memory on the host: the input asks for more than this machine has")
     except (typer.Abort, KeyboardInterrupt):
         code = INTERRUPTED
     # outside standalone mode typer returns the code of an Exit (Ctrl-C is Exit(130)) instead

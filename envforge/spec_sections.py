@@ -7,14 +7,30 @@ files; this module is only their shape and the few helpers each table carries.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from envforge import bounds
 
 DTYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64", "uint8", "bool")
+MAX_ELEMENTS = 1 << 20
+"""Most elements one observation, action or state field may have (an Atari frame has 100,800):
+every batch the verifier builds holds that many per env, so a larger shape is bad input."""
+MAX_DIMENSIONS = 8
+
+
+def _bounded_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    if any(size < 0 for size in shape) or len(shape) > MAX_DIMENSIONS:
+        raise ValueError(f"a shape of at most {MAX_DIMENSIONS} sizes, each >= 0")
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise ValueError(f"a shape of at most {MAX_ELEMENTS:,} elements, not {math.prod(shape):,}")
+    return shape
+
+
+Shape = Annotated[tuple[int, ...], AfterValidator(_bounded_shape)]
 
 
 class FrozenModel(BaseModel):
@@ -24,7 +40,7 @@ class FrozenModel(BaseModel):
 
 
 class BoxSpace(FrozenModel):
-    shape: tuple[int, ...]
+    shape: Shape
     dtype: Literal["float32", "float64"] = "float32"
     low: float | list[float]
     high: float | list[float]
@@ -41,7 +57,7 @@ class BoxSpace(FrozenModel):
 class ActionSpace(FrozenModel):
     type: Literal["discrete", "continuous"]
     n: int | None = None
-    shape: tuple[int, ...] = ()
+    shape: Shape = ()
     low: float | list[float] | None = None
     high: float | list[float] | None = None
 
@@ -78,7 +94,7 @@ PerElement = float | tuple[float, ...]
 class StateField(FrozenModel):
     name: str
     dtype: Literal["float32", "float64", "int32", "int64", "uint32", "uint64", "uint8", "bool"]
-    shape: tuple[int, ...] = ()
+    shape: Shape = ()
     low: PerElement | None = None
     high: PerElement | None = None
     """Valid range; for an array field a list gives each element its own (joint limits)."""

@@ -152,3 +152,21 @@ def test_every_toml_reader_bounds_nesting(tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "reader.py").write_text("import tomllib\nd = tomllib.loads(t)\n")
     assert toml_parses_outside_the_guard(tmp_path / "pkg") == ["pkg/reader.py:2"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [
+        ("shape = [8]\ndtype", "shape = [100000000000]\ndtype", "observation.shape"),
+        ('name = "ball_x"\n', 'name = "ball_x"\nshape = [100000, 100000]\n', "state[2].shape"),
+        ("shape = [8]\ndtype", "shape = [-1]\ndtype", "observation.shape"),
+    ],
+)
+def test_a_huge_shape_is_bad_input_when_the_spec_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, key: str
+) -> None:
+    """``[observation] shape = [100000000000]``: the self-check's 53-line MemoryError
+    traceback; now one line at load, naming the key."""
+    folder = pong_with(tmp_path, old, new)
+    code, _, err = run_cli(["verify", "--ref", str(folder / "pong.c"), "--levels", "0"], capsys)
+    assert_one_line(code, err, f"key '{key}'", "a shape of at most")
