@@ -5,9 +5,10 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.metadata
-import importlib.util
 import inspect
+import os
 import re
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,10 +16,13 @@ from typing import Any
 
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
+from envforge.untrusted.regular import NotPlainFile, read_file
 
 LANGUAGES = {
     ".c": "c", ".h": "c", ".py": "python", ".js": "javascript", ".rs": "rust", ".asm": "asm",
 }  # fmt: skip
+SOURCE_BYTES = 4 * 2**20
+"""Largest reference or library source read to show (they are tens of kilobytes)."""
 LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
 
@@ -44,10 +48,10 @@ def _label(path: Path, spec: EnvSpec) -> str:
 
 
 def _file(path: Path, spec: EnvSpec) -> SourceFile:
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise BadInput(f"cannot read reference source {path}: {e.strerror}") from None
+    try:  # the user's file, which may be a link; but a regular file, and not endless
+        text = read_file(path.resolve(), SOURCE_BYTES, one_link=False).decode()
+    except (NotPlainFile, UnicodeDecodeError) as e:
+        raise BadInput(f"cannot read reference source {path}: {e}") from None
     return SourceFile(_label(path, spec), text, LANGUAGES.get(path.suffix, ""), path)
 
 
@@ -171,21 +175,57 @@ LIBRARY_DIR = "library"
 """Where a workspace's ``reference/`` folder holds its copies of ``library_modules``."""
 
 
+def environment_paths() -> list[Path]:
+    """Where the reference's interpreter finds installed modules: its import path without the
+    folder envforge was started from (``python -m`` puts it first), which is nobody's
+    environment: a ``hostsecret.py`` there must not become library code."""
+    entries = sys.path if sys.flags.safe_path else sys.path[1:]
+    here = Path.cwd().resolve()
+    out = []
+    for entry in entries:
+        if (
+            entry
+            and os.path.isabs(entry)
+            and os.path.isdir(entry)
+            and Path(entry).resolve() != here
+        ):
+            out.append(Path(entry))
+    return out
+
+
+def find_library_module(module: str, paths: list[Path]) -> tuple[Path, Path] | None:
+    """(the search path entry, the module's ``.py`` file) for a dotted name, found by looking
+    at files only (nothing is imported, so no package's import-time code runs); None when no
+    entry holds it as source. A file or package that is a link leading out of its entry is
+    not the module (it is some other file)."""
+    parts = module.split(".")
+    for entry in paths:
+        base = entry.resolve()
+        folder = entry.joinpath(*parts[:-1])
+        for candidate in (folder / f"{parts[-1]}.py", folder / parts[-1] / "__init__.py"):
+            if not candidate.is_file():
+                continue
+            real = candidate.resolve()
+            if real.is_relative_to(base) and real.suffix == ".py":
+                return entry, real
+    return None
+
+
 def library_source(module: str) -> SourceFile:
-    """An installed module's source, labelled with its distribution and version."""
-    try:
-        found = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        found = None
-    origin = Path(found.origin) if found is not None and found.origin else None
-    if origin is None or origin.suffix != ".py" or not origin.is_file():
+    """An installed module's source, labelled with its distribution and version: found in the
+    reference's environment without importing anything, read by the one rule."""
+    found = find_library_module(module, environment_paths())
+    if found is None:
         raise BadInput(f"env.toml library_modules: {module} is not an installed Python module")
+    entry, origin = found
+    relative = origin.relative_to(entry.resolve())
     top = module.split(".")[0]
-    base = origin.parents[len(module.split(".")) - (1 if origin.name != "__init__.py" else 0)]
-    relative = origin.relative_to(base)
     dists = importlib.metadata.packages_distributions().get(top, [])
     made = f"{dists[0]} {importlib.metadata.version(dists[0])}" if dists else top
-    text = origin.read_text(errors="replace")
+    try:
+        text = read_file(origin, SOURCE_BYTES, one_link=False).decode(errors="replace")
+    except NotPlainFile as e:
+        raise BadInput(f"env.toml library_modules: {module}: {e}") from None
     return SourceFile(
         f"{made}: {relative}", text, "python", origin, library=f"{LIBRARY_DIR}/{relative}"
     )

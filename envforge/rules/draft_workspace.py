@@ -9,13 +9,13 @@ sees only the rules text: never another version, so versions stay independent.
 from __future__ import annotations
 
 import shlex
-import shutil
 import sys
 from pathlib import Path
 
 from envforge.errors import BadInput
 from envforge.rules.text import RulesText
 from envforge.spec import EnvSpec
+from envforge.untrusted.regular import NotPlainFile, read_file, write_file
 
 TASK_FILES = ("AGENTS.md", "CLAUDE.md", "GEMINI.md")
 CHECK = "check"
@@ -92,6 +92,21 @@ follows the rules as they now read, add a rule case citing each answer, and keep
 QUESTIONS_FILE = "QUESTIONS-ASKED.md"
 
 
+COPIED_BYTES = 4 * 2**20
+"""Largest file carried into a draft workspace (a version, its cases, the rules text)."""
+
+
+def _read(path: Path, what: str, missing_ok: bool = False) -> bytes | None:
+    """A file carried into the workspace (None when missing and ``missing_ok``), or one line
+    (BadInput) naming what it is instead of a regular file."""
+    try:
+        return read_file(path, COPIED_BYTES)
+    except NotPlainFile as e:
+        if e.why == "not found" and missing_ok:
+            return None
+        raise BadInput(f"{what} {path}: {e.why}: envforge copies only regular files") from None
+
+
 def class_name(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_")) or "Env"
 
@@ -110,13 +125,18 @@ def write_draft_workspace(
     ``questions``: the rule questions of the round that asked (copied in for the agent)."""
     if folder.exists() and any(folder.iterdir()):
         raise BadInput(f"workspace folder {folder} is not empty")
-    if start is not None and not (start / f"{name}.py").is_file():
-        raise BadInput(f"--from {start}: no {name}.py there to start from")
-    if questions is not None and not questions.is_file():
-        raise BadInput(f"--questions {questions}: not a file")
+    # what is copied in was written by an agent (a version's folder) or handed by the user:
+    # read by the one rule, a regular file each, no link followed
+    carried: dict[str, bytes | None] = {"RULES.md": _read(rules.path, "rules text")}
+    if start is not None:
+        for part in (f"{name}.py", "cases.toml"):
+            carried[part] = _read(start / part, "--from", missing_ok=True)
+        if carried[f"{name}.py"] is None:
+            raise BadInput(f"--from {start}: no {name}.py there to start from")
+    if questions is not None:
+        carried[QUESTIONS_FILE] = _read(questions, "--questions")
     folder.mkdir(parents=True, exist_ok=True)
     cls = class_name(name)
-    shutil.copyfile(rules.path, folder / "RULES.md")
     if spec is not None and spec_path is not None:
         text = spec_path.read_text()
         reference = f'reference = "{name}.py:{cls}"'
@@ -125,16 +145,14 @@ def write_draft_workspace(
         spec_part = WITH_SPEC
     else:
         spec_part = WITHOUT_SPEC.format(name=name, cls=cls)
+    for part, data in carried.items():
+        if data is not None:
+            write_file(folder, part, data)
     if start is not None:
-        for part in (f"{name}.py", "cases.toml"):
-            if (start / part).is_file():
-                shutil.copyfile(start / part, folder / part)
         asked = (
             f"`{QUESTIONS_FILE}` holds the rule questions this round asked. " if questions else ""
         )
         spec_part += REPAIR.format(name=name, questions=asked)
-    if questions is not None:
-        shutil.copyfile(questions, folder / QUESTIONS_FILE)
     task = TASK.format(name=name, cls=cls, spec_part=spec_part, numbered=rules.numbered())
     for task_file in TASK_FILES:
         (folder / task_file).write_text(task)

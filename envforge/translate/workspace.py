@@ -23,9 +23,12 @@ from envforge.port_files import PortFiles, copy_port, list_port
 from envforge.prompts.sources import SourceFile
 from envforge.spec import EnvSpec
 from envforge.targets import get_target
+from envforge.untrusted.regular import NotPlainFile, copy_file
 from envforge.verify.verdict import Report
 
 PROVENANCE = "PROVENANCE.md"
+REFERENCE_BYTES = 64 * 2**20
+"""Largest reference source copied into a workspace (sources are kilobytes, library code more)."""
 
 
 @dataclass(frozen=True)
@@ -53,17 +56,19 @@ class RunWorkspace:
         self.port_dir.mkdir(exist_ok=True)
 
     def copy_reference(self, sources: list[SourceFile]) -> str | None:
-        """Copy the reference files the agent may read or run; returns their folder, if any."""
+        """Copy the reference files the agent may read or run; returns their folder, if any.
+        The workspace is the agent's (an earlier run's agent included): each copy is written
+        new by the one rule (``untrusted/regular.py``), never through a link it left there."""
         files = [s for s in sources if s.path is not None]
         if not files:
             return None
-        folder = self.root / "reference"
-        folder.mkdir(exist_ok=True)
         for source in files:
             assert source.path is not None
-            copy = folder / (source.library or source.path.name)  # library code in library/
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source.path, copy)
+            copy = f"reference/{source.library or source.path.name}"  # library code in library/
+            try:  # the source: the user's reference (or its environment's library code)
+                copy_file(source.path, self.root, copy, REFERENCE_BYTES, one_link=False)
+            except NotPlainFile as e:
+                raise BadInput(f"workspace {self.root}: {copy} not written ({e.why})") from None
         return "reference/"
 
     @property

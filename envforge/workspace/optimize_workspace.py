@@ -10,14 +10,18 @@ replaced by ``prompts/optimize_workspace.j2``, and two more entry points beside 
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 from pathlib import Path
 
 from envforge.errors import BadInput
+from envforge.port_files import NotListed, list_port
 from envforge.prompts import render as prompts
 from envforge.resolve import chosen_port
 from envforge.spec import EnvSpec
 from envforge.translate.workspace import port_layout
+from envforge.untrusted.regular import write_file
 from envforge.workspace.write import (
     TASK_FILES,
     WorkspaceConfig,
@@ -60,16 +64,22 @@ def write_optimize_workspace(
 
 
 def copy_port(origin: Path, port_dir: Path) -> None:
-    """``origin`` (a folder, or a JAX module file) into ``port_dir``, emptied first."""
+    """``origin`` (a folder, or a JAX module file) into ``port_dir``, emptied first: only its
+    regular files (as the host lists a port), each copied by the one rule; a link or special
+    file in it is refused by name, never followed into the agent's workspace."""
+    files = list_port(origin)
+    if files.refused:
+        raise BadInput(f"--optimize: {origin}: {files.refusal_text()}")
     try:
         if port_dir.exists():
             shutil.rmtree(port_dir)
-        if origin.is_dir():
-            shutil.copytree(origin, port_dir, ignore=shutil.ignore_patterns(*SKIPPED))
-        else:
-            port_dir.mkdir()
-            shutil.copy2(origin, port_dir / origin.name)
-    except OSError as e:
+        port_dir.mkdir()
+        for name in files.names:
+            if Path(name).name in SKIPPED:
+                continue
+            with files.open(name) as fd:
+                write_file(port_dir, name, fd, stat.S_IMODE(os.fstat(fd).st_mode))
+    except (OSError, NotListed) as e:
         raise BadInput(f"--optimize: cannot copy {origin} into {port_dir} ({e})") from None
 
 
