@@ -9,8 +9,8 @@ from typing import NoReturn
 
 import typer
 
-from envforge.errors import EnvforgeError
-from envforge.untrusted.shown import one_line
+from envforge.errors import DriverFailure, EnvforgeError
+from envforge.untrusted.shown import indented, one_line
 
 try:  # typer 0.2x carries its own copy of click; older typer uses click itself
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
@@ -46,9 +46,14 @@ for _name in COMMAND_MODULES:
 
 def main() -> None:
     """Console entry point. Exit codes: 0 done/equivalent, 1 a real verdict (not equivalent,
-    not verified), 2 bad input (one line on stderr, never a traceback), 130 interrupted."""
+    not verified, a port that failed to build or run), 2 bad input (one line on stderr, never a
+    traceback), 130 interrupted."""
     try:
         code = app(standalone_mode=False, prog_name="envforge")
+    except DriverFailure as e:  # built or run outside verify's levels (profile, rules check)
+        if e.side == "reference":  # the reference is input: bad input
+            _fail(str(e))
+        _port_failed(e)
     except EnvforgeError as e:  # BadInput and every other error raised on purpose
         _fail(str(e))
     except UsageError as e:  # click's parsing: unknown option, bad value, no command
@@ -73,6 +78,15 @@ def main() -> None:
 
 INTERRUPTED = 130
 """The shell's code for a process ended by SIGINT (128 + 2)."""
+
+
+def _port_failed(e: DriverFailure) -> NoReturn:
+    """A port (or another version on the port side) that failed: a verdict on it, exit 1, with
+    what it said as the finding (its text shown, not obeyed)."""
+    print(f"envforge: the port failed: {indented(str(e))}", file=sys.stderr)
+    if e.detail.strip():
+        print(f"  detail: {indented(e.detail.strip()[-2000:])}", file=sys.stderr)
+    sys.exit(1)
 
 
 def _fail(message: str) -> NoReturn:

@@ -136,7 +136,7 @@ class IsolatedDriver(Driver):
         self, recipe: Recipe, timeout_s: float = 120.0, build_timeout_s: float = BUILD_TIMEOUT_S
     ) -> None:
         super().__init__(recipe.spec)
-        self.side = recipe.side
+        self.side = recipe.named
         self.recipe = recipe
         self.timeout_s = timeout_s
         ctx = mp.get_context("spawn")

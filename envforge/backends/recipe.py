@@ -24,6 +24,14 @@ class Recipe:
     side: str = "port"
     strict_float: bool = False
     env: dict[str, str] = field(default_factory=dict)
+    label: str | None = None
+    """Who this implementation is in failures, when not its side's name: another version of a
+    reference, built as a reference but verified on the port side (``v2 (duel/v2.py)``)."""
+
+    @property
+    def named(self) -> str:
+        """The side its failures name: the label, else ``port`` or ``reference``."""
+        return self.label or self.side
 
 
 def reference_recipe(spec: EnvSpec, strict_float: bool | None = None) -> Recipe:
@@ -103,7 +111,7 @@ def build_driver(recipe: Recipe) -> Driver:
         driver = NodeDriver(recipe.spec, Path(recipe.target))
     else:
         raise BadInput(f"unsupported implementation kind: {recipe.kind}")
-    driver.side = recipe.side
+    driver.side = recipe.named
     return driver
 
 

@@ -33,7 +33,6 @@ import numpy as np
 from envforge.bench.loop_trips import while_trips
 from envforge.bench.profile_report import checked
 from envforge.bench.suite import run_job
-from envforge.errors import DriverFailure, EnvforgeError
 from envforge.sandbox.base import Sandbox
 from envforge.sandbox.jobs import run_job as run_sandboxed_job
 from envforge.spec import EnvSpec
@@ -270,17 +269,15 @@ def run_profile(
     """The profile of ``port`` at ``batch``, computed in ``sandbox`` (None: ``--sandbox none``)."""
     args = (spec, str(port), batch, include_reset)
     if sandbox is None:  # --sandbox none: a plain spawned process
-        result = run_job(_job_profile, args)
+        result = run_job(_job_profile, args, side="port")
     else:
-        try:
-            result = run_sandboxed_job(
-                sandbox,
-                "envforge.bench.profile:_job_profile",
-                args,
-                readable=(port,),
-                timeout_s=PROFILE_TIMEOUT_S,
-                what="profile",
-            )
-        except DriverFailure as e:
-            raise EnvforgeError(f"profile of {port} failed: {e}") from None
+        # a DriverFailure is the port's: a verdict on it (exit 1), not bad input
+        result = run_sandboxed_job(
+            sandbox,
+            "envforge.bench.profile:_job_profile",
+            args,
+            readable=(port,),
+            timeout_s=PROFILE_TIMEOUT_S,
+            what="profile",
+        )
     return checked(result)

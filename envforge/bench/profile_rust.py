@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from envforge.bench.suite import run_job
-from envforge.errors import DriverFailure, EnvforgeError
+from envforge.errors import EnvforgeError
 from envforge.sandbox.base import Sandbox
 from envforge.sandbox.jobs import run_job as run_sandboxed_job
 from envforge.spec import EnvSpec
@@ -180,19 +180,17 @@ def run_profile_rust(
     """The profile of the Rust crate ``port`` at ``batch``, computed in ``sandbox``."""
     args = (spec, str(port), batch, include_reset)
     if sandbox is None:
-        result = run_job(_job_profile_rust, args)
+        result = run_job(_job_profile_rust, args, side="port")
     else:
-        try:
-            result = run_sandboxed_job(
-                sandbox,
-                "envforge.bench.profile_rust:_job_profile_rust",
-                args,
-                readable=(port,),
-                timeout_s=PROFILE_TIMEOUT_S,
-                what="profile",
-            )
-        except DriverFailure as e:
-            raise EnvforgeError(f"profile of {port} failed: {e}") from None
+        # a DriverFailure is the port's: a verdict on it (exit 1), not bad input
+        result = run_sandboxed_job(
+            sandbox,
+            "envforge.bench.profile_rust:_job_profile_rust",
+            args,
+            readable=(port,),
+            timeout_s=PROFILE_TIMEOUT_S,
+            what="profile",
+        )
     return checked_rust(result)
 
 

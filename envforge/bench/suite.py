@@ -21,7 +21,7 @@ from typing import Any
 from envforge.backends.recipe import STRICT_XLA_FLAGS
 from envforge.bench.bench_report import BenchReport
 from envforge.bench.measure import BenchSettings, Measurement
-from envforge.errors import BadInput, DriverFailure, EnvforgeError
+from envforge.errors import BadInput, DriverRaised, EnvforgeError
 from envforge.orphans import exit_with_parent
 from envforge.sandbox.base import Sandbox
 from envforge.sandbox.jobs import run_job as run_sandboxed_job
@@ -93,8 +93,13 @@ def _child(
 
 
 def run_job(
-    target: Callable[..., dict], args: tuple = (), env: dict[str, str] | None = None
+    target: Callable[..., dict],
+    args: tuple = (),
+    env: dict[str, str] | None = None,
+    side: str | None = None,
 ) -> dict[str, Any]:
+    """``target(*args)`` in a spawned process. A job that drives a side's code (``side``: the
+    port) and fails raises that side's DriverRaised (a verdict on the port, exit 1)."""
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(target, args, env or {}, child, os.getpid()))
@@ -106,6 +111,8 @@ def run_job(
         reply = ("error", f"benchmark process died (exit code {proc.exitcode})", "")
     proc.join()
     if reply[0] != "ok":
+        if side is not None:
+            raise DriverRaised(side, target.__name__.strip("_"), reply[1], reply[2])
         raise EnvforgeError(f"benchmark job {target.__name__} failed: {reply[1]}\n{reply[2]}")
     result: dict[str, Any] = reply[1]
     return result
@@ -146,19 +153,17 @@ def run_bench(
 
     def port_job(name: str, args: tuple, env: dict[str, str] | None = None) -> dict[str, Any]:
         if sandbox is None:  # --sandbox none: a plain spawned process
-            return run_job(load_ref(name), args, env)
-        try:
-            result: dict[str, Any] = run_sandboxed_job(
-                sandbox,
-                name,
-                args,
-                readable=(Path(args[1]),),
-                env=env,
-                timeout_s=PORT_JOB_TIMEOUT_S,
-                what="bench",
-            )
-        except DriverFailure as e:
-            raise EnvforgeError(f"benchmark of {args[3]} failed: {e}") from None
+            return run_job(load_ref(name), args, env, side="port")
+        # a DriverFailure is the port's: a verdict on it (exit 1), not bad input
+        result: dict[str, Any] = run_sandboxed_job(
+            sandbox,
+            name,
+            args,
+            readable=(Path(args[1]),),
+            env=env,
+            timeout_s=PORT_JOB_TIMEOUT_S,
+            what="bench",
+        )
         if not isinstance(result, dict) or not isinstance(result.get("measurements"), list):
             raise EnvforgeError(f"benchmark of {args[3]} sent a result of no known form")
         return result

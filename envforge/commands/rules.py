@@ -119,7 +119,10 @@ def compare_command(
     as_json: options.Json = False,
 ) -> None:
     """Verify versions of a reference against the first; each disagreement is a rule question.
-    Exit 0 when all agree, 1 when there are questions."""
+    Where each runs: version 1 is the reference side and runs on the host, in a child process
+    outside any sandbox (as a reference does: give it only code you trust); every other version
+    takes the port side and runs in the sandbox --sandbox names. Exit 0 when all agree, 1 when
+    there are questions or a later version failed (it is named)."""
     text = RulesText.load(rules)
     env_spec = load_spec(spec)
     wanted = parse_levels(levels)

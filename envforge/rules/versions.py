@@ -9,7 +9,7 @@ independent, so any difference the levels find is a difference in how the rules 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from envforge.backends.recipe import Recipe, open_driver, reference_recipe
@@ -66,11 +66,12 @@ def spec_for(spec: EnvSpec, version: Version) -> EnvSpec:
 
 
 def version_recipe(spec: EnvSpec, version: Version) -> Recipe:
-    """A version as a Python reference would be built, named by the host."""
+    """A version as a Python reference would be built, named by the host; its failures name
+    the version (it takes the port's side: a failure of it is no reference error)."""
     own = spec_for(spec, version)
     if own.reference_kind != "python":
         raise BadInput(f"{version.label}: a version is a Python class (file.py:Class)")
-    return reference_recipe(own)
+    return replace(reference_recipe(own), label=version.label)
 
 
 def compare(

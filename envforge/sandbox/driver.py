@@ -97,7 +97,7 @@ class SandboxedDriver(IsolatedDriver):
         build_timeout_s: float = BUILD_TIMEOUT_S,
     ) -> None:
         Driver.__init__(self, recipe.spec)
-        self.side = recipe.side
+        self.side = recipe.named
         self.recipe = recipe
         self.timeout_s = timeout_s
         self.sandbox = sandbox
