@@ -23,6 +23,7 @@ from envforge.expr import ExprError, Expression
 from envforge.input_files import TOML_BYTES, InputFileError, load_toml, read_text
 from envforge.spec_sections import (
     ActionSpace,
+    Agents,
     BoxSpace,
     Compare,
     CSettings,
@@ -55,6 +56,9 @@ class EnvSpec(FrozenModel):
     action: ActionSpace
     state: tuple[StateField, ...]
     rng: Rng
+    agents: Agents | None = None
+    """Several agents: who acts and which fields hold each agent's reward, flags and mask
+    (None: one agent, the usual case)."""
     compare: Compare = Compare()
     termination: str | None = None
     valid: str | None = None
@@ -84,13 +88,39 @@ class EnvSpec(FrozenModel):
         raise KeyError(name)
 
     @property
+    def seat_fields(self) -> tuple[str, ...]:
+        """Fields whose first axis is the agent: the ``[agents]`` table's and ``per_agent`` ones."""
+        if self.agents is None:
+            return ()
+        named = (*self.agents.outputs, *(f.name for f in self.state if f.per_agent))
+        return tuple(dict.fromkeys(named))
+
+    def element_name(self, key: str, index: tuple[int, ...]) -> str:
+        """``obs[player_1][3]``, ``rewards[player_0]``, ``qvel[3] (bthigh)``: an element of a
+        field or of the observation, its agent named where its first axis is the agent."""
+        parts = [f"[{int(j)}]" for j in index]
+        if self.agents is not None and index and (key == "obs" or key in self.seat_fields):
+            parts[0] = f"[{self.agents.names[int(index[0])]}]"
+        name = key + "".join(parts)
+        if key in self.field_names and self.field(key).labels:
+            f = self.field(key)
+            name += f" ({f.labels[int(np.ravel_multi_index(index, f.shape))]})"
+        return name
+
+    def agents_named(self, key: str, index: tuple[int, ...]) -> str | None:
+        """The agent an element of ``key`` belongs to (None: not an agent's part)."""
+        if self.agents is None or not index or (key != "obs" and key not in self.seat_fields):
+            return None
+        return self.agents.names[int(index[0])]
+
+    @property
     def reference_kind(self) -> str:
         return reference_kind(self.reference)
 
     def reference_path(self) -> Path | None:
         """Path of the reference source on disk (None for registry ids like gymnasium:...)."""
         kind = self.reference_kind
-        if kind == "gymnasium":
+        if kind in ("gymnasium", "pettingzoo"):
             return None
         target = self.reference.split(":", 1)[0] if kind == "python" else self.reference
         if kind == "node":
@@ -157,6 +187,8 @@ def _policy_expression(source: str) -> Expression:
 def reference_kind(reference: str) -> str:
     if reference.startswith("gymnasium:"):
         return "gymnasium"
+    if reference.startswith("pettingzoo:"):
+        return "pettingzoo"
     if reference.endswith(".c"):
         return "c"
     if ".py:" in reference:
@@ -241,7 +273,7 @@ def _check_semantics(p: Path, spec: EnvSpec) -> None:
         raise SpecError(
             p,
             "reference",
-            "a .c file, 'gymnasium:<id>', 'file.py:Class' or 'node:file.js'",
+            "a .c file, 'gymnasium:<id>', 'pettingzoo:<module>', 'file.py:Class' or 'node:file.js'",
             spec.reference,
         )
     if kind == "c" and spec.c is None:
@@ -250,6 +282,14 @@ def _check_semantics(p: Path, spec: EnvSpec) -> None:
         for i, f in enumerate(spec.state):
             if f.attr is None:
                 raise SpecError(p, f"state[{i}].attr", "an attribute mapping for this reference")
+    if kind == "pettingzoo":
+        if spec.agents is None:
+            raise SpecError(p, "agents", "an [agents] table for a PettingZoo reference")
+        for i, f in enumerate(spec.state):
+            if f.attr is None and f.name not in (*spec.agents.outputs, spec.agents.current_player):
+                raise SpecError(p, f"state[{i}].attr", "an attribute mapping for this reference")
+    if spec.agents is not None:
+        _check_agents(p, spec, spec.agents)
     exprs: list[tuple[str, str, bool]] = [
         (f"event[{i}].expr", e.expr, False) for i, e in enumerate(spec.event)
     ]
@@ -281,3 +321,48 @@ def _line_of(p: Path, source: str) -> str:
         return str(p)
     found = [n for n, line in enumerate(lines, 1) if first and first in line]
     return f"{p}:{found[0]}" if found else str(p)
+
+
+
+def _check_agents(p: Path, spec: EnvSpec, agents: Agents) -> None:
+    """The ``[agents]`` table's fields exist with the shapes and dtypes their roles need."""
+    n = len(agents.names)
+    if len(set(agents.names)) != n:
+        raise SpecError(p, "agents.names", "unique agent names", list(agents.names))
+    if spec.observation.shape[:1] != (n,):
+        raise SpecError(
+            p, "observation.shape", f"the agent first ({n} agents)", list(spec.observation.shape)
+        )
+    n_actions = spec.action.n or 0
+    roles: list[tuple[str, str | None, tuple[str, ...], tuple[int, ...]]] = [
+        ("rewards", agents.rewards, ("float32", "float64"), (n,)),
+        ("terminations", agents.terminations, ("bool",), (n,)),
+        ("truncations", agents.truncations, ("bool",), (n,)),
+        ("action_mask", agents.action_mask, ("bool",), (n, n_actions)),
+    ]
+    if agents.turns == "sequential":
+        roles.append(("current_player", agents.current_player, ("int32", "int64"), ()))
+        if agents.current_player is None:
+            raise SpecError(p, "agents.current_player", "a field for sequential turns")
+    for role, name, dtypes, shape in roles:
+        if name is None:
+            continue
+        if name not in spec.field_names:
+            raise SpecError(p, f"agents.{role}", "the name of a state field", name)
+        f = spec.field(name)
+        if f.dtype not in dtypes or tuple(f.shape) != shape:
+            raise SpecError(
+                p,
+                f"agents.{role}",
+                f"a field of dtype {' or '.join(dtypes)} and shape {list(shape)}",
+                f"{name}: {f.dtype} {list(f.shape)}",
+            )
+    for i, f in enumerate(spec.state):
+        if f.per_agent and f.shape[:1] != (n,):
+            raise SpecError(p, f"state[{i}].shape", f"the agent first ({n} agents)", f.shape)
+    if agents.turns == "simultaneous" and (
+        spec.action.type == "discrete" or spec.action.shape[:1] != (n,)
+    ):
+        raise SpecError(
+            p, "action", f"a joint action for simultaneous turns: continuous, shape [{n}, ...]"
+        )

@@ -121,6 +121,10 @@ class StateField(FrozenModel):
     labels: tuple[str, ...] = ()
     """Array fields: a name per element (flattened order), e.g. the joint each ``qvel[i]``
     belongs to; findings and error tables then say ``qvel[3] (bthigh)``."""
+    per_agent: bool = False
+    """Several agents: the field's first axis is the agent (one row per ``[agents] names``),
+    and findings name the agent (``hand[player_1][3]``). The ``[agents]`` table's own fields
+    (rewards, terminations, truncations, action mask) are per agent without saying so."""
 
     @model_validator(mode="after")
     def _shuffled_pile(self) -> StateField:
@@ -153,6 +157,42 @@ class StateField(FrozenModel):
         index = np.unravel_index(flat_index, self.shape) if self.shape else ()
         name = self.name + "".join(f"[{int(j)}]" for j in index)
         return f"{name} ({self.labels[flat_index]})" if self.labels else name
+
+
+class Agents(FrozenModel):
+    """Several agents (docs/SPEC.md, several agents): who acts, and the state fields that hold
+    each agent's part of a step. The observation's first axis is the agent; the action is the
+    current player's (``sequential``) or one per agent (``simultaneous``, a joint action)."""
+
+    names: tuple[str, ...] = Field(min_length=1)
+    """The agents, in seat order (PettingZoo's ``possible_agents``)."""
+    turns: Literal["sequential", "simultaneous"] = "sequential"
+    current_player: str | None = "current_player"
+    """Sequential: the int field holding the seat (index into ``names``) that acts next."""
+    rewards: str = "rewards"
+    """The float field ``[n_agents]``: each agent's reward from the last step."""
+    terminations: str = "terminations"
+    """The bool field ``[n_agents]``: agents that are done (left the game); the episode ends
+    when every agent is done."""
+    truncations: str = "truncations"
+    """The bool field ``[n_agents]``: agents cut off (a move limit, an illegal move)."""
+    action_mask: str | None = None
+    """The bool field ``[n_agents, n_actions]``: each agent's legal actions (PettingZoo's
+    ``observation["action_mask"]``), computed from the rest of the state."""
+    illegal: Literal["terminate", "allowed"] = "allowed"
+    """What an action outside the mask does on the reference: ``terminate`` ends the game for
+    every agent (terminated and truncated) with ``illegal_reward`` to the agent that moved and
+    0 to the others (PettingZoo's ``TerminateIllegalWrapper``); ``allowed`` steps it as any
+    other action."""
+    illegal_reward: float = -1.0
+    zero_sum: bool = False
+    """Every step's rewards sum to zero over the agents: a property L1 checks on both sides."""
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """Fields a step reports rather than reads: drawn states hold zeros there."""
+        named = (self.rewards, self.terminations, self.truncations, self.action_mask)
+        return tuple(n for n in named if n is not None)
 
 
 class Rng(FrozenModel):

@@ -16,7 +16,7 @@ from envforge.targets.jax import STRICT_XLA_FLAGS as STRICT_XLA_FLAGS
 @dataclass(frozen=True)
 class Recipe:
     kind: str
-    """A reference's kind (c | gymnasium | python | node) or, on the port side, a target's
+    """A reference's kind (c | gymnasium | pettingzoo | python | node) or, on the port side, a target's
     name (``envforge/targets``)."""
     spec: EnvSpec
     target: str
@@ -101,6 +101,10 @@ def build_driver(recipe: Recipe) -> Driver:
         from envforge.backends.gymnasium import GymnasiumDriver
 
         driver = GymnasiumDriver(recipe.spec, recipe.target.split(":", 1)[1])
+    elif recipe.kind == "pettingzoo":
+        from envforge.backends.pettingzoo import PettingZooDriver
+
+        driver = PettingZooDriver(recipe.spec, recipe.target.split(":", 1)[1])
     elif recipe.kind == "python":
         from envforge.backends.python import PythonDriver
 

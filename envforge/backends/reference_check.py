@@ -23,6 +23,9 @@ def check_reference(spec: EnvSpec) -> None:
     if kind == "gymnasium":
         _check_gymnasium_id(spec.reference.split(":", 1)[1])
         return
+    if kind == "pettingzoo":
+        _check_module_name(spec.reference.split(":", 1)[1])
+        return
     path = spec.reference_path()
     if path is None:
         return
@@ -82,6 +85,18 @@ def _check_c(spec: EnvSpec, source: str) -> None:
         read_source(spec.root / extra)
     if c_compiler() is None:
         raise BadInput("no C compiler found (install cc/gcc or set CC)")
+
+
+def _check_module_name(name: str) -> None:
+    """A PettingZoo reference names an importable module (imported by the driver's child)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise BrokenReference(f"pettingzoo:{name}: no such module is installed")
 
 
 def _check_gymnasium_id(env_id: str) -> None:

@@ -6,6 +6,7 @@ A port is the env's own code; what it takes from envforge is only this::
     from envforge.kit import speed_layer            # XLA:CPU tricks, switchable (envforge/speed_layer.py)
     from envforge.kit import use_xla_linalg_on_cpu  # Cholesky without LAPACK's thread pool (xla_cpu.py)
     from envforge.kit import cache_root             # where a port may keep compiled executables
+    from envforge.kit import TurnBased, TurnBasedRules  # several agents taking turns (kit/seats.py)
 
 and the contract it implements (:mod:`envforge.kit.contract`: a ``Protocol`` per target, which
 the drivers check and the translation prompts quote). The modules themselves stay where the
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from envforge import speed_layer
     from envforge.cache import cache_root
+    from envforge.kit.seats import SeatFields, TurnBased, TurnBasedRules
     from envforge.rng.jax_draws import Draws
     from envforge.xla_cpu import use_xla_linalg_on_cpu
 
@@ -32,10 +34,21 @@ EXPORTS: dict[str, tuple[str, str | None]] = {
     "speed_layer": ("envforge.speed_layer", None),
     "use_xla_linalg_on_cpu": ("envforge.xla_cpu", "use_xla_linalg_on_cpu"),
     "cache_root": ("envforge.cache", "cache_root"),
+    "TurnBased": ("envforge.kit.seats", "TurnBased"),
+    "TurnBasedRules": ("envforge.kit.seats", "TurnBasedRules"),
+    "SeatFields": ("envforge.kit.seats", "SeatFields"),
 }
 """What the kit offers a port: name -> (module, attribute; None: the module itself)."""
 
-__all__ = ["Draws", "cache_root", "speed_layer", "use_xla_linalg_on_cpu"]
+__all__ = [
+    "Draws",
+    "SeatFields",
+    "TurnBased",
+    "TurnBasedRules",
+    "cache_root",
+    "speed_layer",
+    "use_xla_linalg_on_cpu",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -63,6 +63,23 @@ class JaxPortWithDraws(JaxPort, Protocol):
         """every random number asked of draws, in the reference's order"""
 
 
+Mask: TypeAlias = "jax.Array"
+Seat: TypeAlias = "jax.Array"
+
+
+class JaxTurnBasedPort(JaxPort, Protocol):
+    """A JAX port of several agents taking turns (a spec with ``[agents] turns =
+    "sequential"``): ``step`` takes the current player's action, ``observe`` and ``step`` give
+    every agent's observation (agent first), ``reward`` is the first agent's (each agent's is
+    the spec's rewards field). ``envforge.kit.TurnBased`` gives all of it from a game's rules."""
+
+    def legal_action_mask(self, state: EnvState) -> Mask:
+        """bool[n_agents, n_actions]: each agent's legal actions now"""
+
+    def current_player(self, state: EnvState) -> Seat:
+        """int32 scalar: the seat (index into the spec's agents) that acts next"""
+
+
 class RustEnvBatch(Protocol):
     """The class ``EnvBatch(num_envs, strict_float=False)`` of a Rust port's extension module:
     a batch of envs stepped in one call, writing into buffers the caller allocated."""
@@ -167,7 +184,8 @@ def signatures(
 
 
 PROTOCOLS: dict[str, type] = {
-    p.__name__: p for p in (JaxPort, JaxPortWithDraws, RustEnvBatch, RustEnvBatchExtras)
+    p.__name__: p
+    for p in (JaxPort, JaxPortWithDraws, JaxTurnBasedPort, RustEnvBatch, RustEnvBatchExtras)
 }
 """The protocols by name, as the prompt templates ask for them."""
 

@@ -115,6 +115,9 @@ class VerifyContext:
         ]
         if elements:
             extra.setdefault("extra", {})["elements"] = elements
+        agents = differing_agents(self.spec, ref, port, keys, i)
+        if agents:
+            extra.setdefault("extra", {})["agents"] = agents
         named = ", ".join(keys) + (f" (first at {', '.join(elements)})" if elements else "")
         if state_before is not None:
             explained = _explain(self.spec, _single(state_before, i), extra.get("actions"), keys)
@@ -187,12 +190,32 @@ def _first_element(
     if key in spec.field_names:
         f = spec.field(key)
         atol, rtol = spec.tolerance(key)
-        return f.element_name(first_element_out(f, a, b, atol, rtol))
-    atol, rtol = spec.tolerance(None)
-    differs = np.flatnonzero(~values_close(a, b, atol, rtol).reshape(-1))
-    if not len(differs):
-        return None
-    return key + "".join(f"[{int(j)}]" for j in np.unravel_index(int(differs[0]), a.shape))
+        flat = first_element_out(f, a, b, atol, rtol)
+    else:
+        atol, rtol = spec.tolerance(None)
+        differs = np.flatnonzero(~values_close(a, b, atol, rtol).reshape(-1))
+        if not len(differs):
+            return None
+        flat = int(differs[0])
+    index = tuple(int(j) for j in np.unravel_index(flat, a.shape))
+    return spec.element_name(key, index)
+
+
+def differing_agents(
+    spec: EnvSpec, ref: Transition, port: Transition, keys: list[str], i: int
+) -> list[str]:
+    """The agents whose part of env ``i``'s observation or seat fields differ, in seat order."""
+    if spec.agents is None:
+        return []
+    bad = np.zeros(len(spec.agents.names), dtype=bool)
+    for key in keys:
+        if key != "obs" and key not in spec.seat_fields:
+            continue
+        a, b = np.asarray(_value(ref, key, i)), np.asarray(_value(port, key, i))
+        atol, rtol = spec.tolerance(key if key in spec.field_names else None)
+        close = values_close(a, b, atol, rtol) if a.shape == b.shape else np.zeros_like(bad)
+        bad |= ~np.asarray(close).reshape(len(bad), -1).all(axis=1)
+    return [name for name, b in zip(spec.agents.names, bad, strict=True) if b]
 
 
 def _localization_keys(keys: list[str], fields: list[str]) -> list[str]:

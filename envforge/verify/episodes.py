@@ -78,12 +78,20 @@ def _masks(groups: list[Group], active: np.ndarray) -> list[np.ndarray]:
 
 
 def _act(
-    spec: EnvSpec, groups: list[Group], masks: list[np.ndarray], obs: np.ndarray, t: int
+    spec: EnvSpec,
+    groups: list[Group],
+    masks: list[np.ndarray],
+    obs: np.ndarray,
+    t: int,
+    state: State,
 ) -> np.ndarray:
     """Each policy's actions for its own active rows (``active`` is sorted, groups are
-    contiguous: the parts concatenate in row order)."""
+    contiguous: the parts concatenate in row order); a policy that ``reads_state`` (whose turn
+    it is, the action masks) gets its rows' states too."""
     parts = [
-        g.policy.act(obs[m], np.full(int(m.sum()), t))
+        g.policy.act(obs[m], np.full(int(m.sum()), t), state=take_state(state, m))  # type: ignore[call-arg]
+        if getattr(g.policy, "reads_state", False)
+        else g.policy.act(obs[m], np.full(int(m.sum()), t))
         for g, m in zip(groups, masks, strict=True)
         if m.any()
     ]
@@ -146,7 +154,7 @@ def compared_groups(
     max_steps = spec.verify.l3_max_steps or spec.episode_cap + 1
     for t in range(max_steps):
         masks = _masks(groups, active)
-        acts = _act(spec, groups, masks, obs, t)
+        acts = _act(spec, groups, masks, obs, t, ref_state)
         full = np.zeros((n, *spec.action.shape), dtype=spec.action.dtype)
         full[active] = acts
         history.append(full)
@@ -220,7 +228,7 @@ def free_port_episodes(
     for g in groups:
         g.policy.reset(g.hi - g.lo)
     for t in range(spec.verify.l3_max_steps or spec.episode_cap + 1):
-        acts = _act(spec, groups, _masks(groups, active), obs, t)
+        acts = _act(spec, groups, _masks(groups, active), obs, t, state)
         start = time.perf_counter()
         if draws is None:
             tr = driver.step(state, acts)

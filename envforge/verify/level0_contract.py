@@ -48,11 +48,15 @@ def _range_violations(ctx: VerifyContext, state: State) -> list[tuple[str, int]]
     return out
 
 
-def _obs_out_of_bounds(ctx: VerifyContext, obs: np.ndarray) -> int | None:
+def _obs_out_of_bounds(ctx: VerifyContext, obs: np.ndarray) -> tuple[int, tuple[int, ...]] | None:
+    """The first env whose observation leaves the bounds, and the first element that does."""
     low, high = ctx.spec.observation.bounds()
     bad = ~np.isfinite(obs) | (obs < low) | (obs > high)
     rows = np.flatnonzero(bad.reshape(len(obs), -1).any(axis=1))
-    return int(rows[0]) if len(rows) else None
+    if not len(rows):
+        return None
+    flat = int(np.flatnonzero(bad[rows[0]].reshape(-1))[0])
+    return int(rows[0]), tuple(int(j) for j in np.unravel_index(flat, obs.shape[1:]))
 
 
 AUTO_RESET_STEPS = 3
@@ -199,9 +203,11 @@ class _Checker:
             self.own_step(state, actions[rows])
             if t == 0:
                 self._determinism_and_batching(state, actions, tr)
-            bad = _obs_out_of_bounds(self.ctx, tr.obs)
-            if bad is not None:
+            out_of_bounds = _obs_out_of_bounds(self.ctx, tr.obs)
+            if out_of_bounds is not None:
+                bad, element = out_of_bounds
                 i = int(rows[bad])
+                agent = spec.agents_named("obs", element)
                 # the observation is usually out of bounds because a state field is: name it too
                 culprits = [
                     n
@@ -212,7 +218,7 @@ class _Checker:
                 diverged, where = self.diverged(history, i)
                 self.fail(
                     "obs_bounds",
-                    "observation outside the declared bounds"
+                    f"observation outside the declared bounds at {spec.element_name('obs', element)}"
                     + (
                         f" (state outside the spec range in {', '.join(culprits)})"
                         if culprits
@@ -224,6 +230,7 @@ class _Checker:
                     step=t,
                     actions=[a[i] for a in actions_seen],
                     actual={"obs": to_jsonable(tr.obs[bad])},
+                    **({"extra": {"agents": [agent]}} if agent else {}),
                 )
                 break
             live = ~(tr.terminated | tr.truncated)

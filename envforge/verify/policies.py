@@ -7,6 +7,7 @@ from typing import Protocol
 
 import numpy as np
 
+from envforge.backends.base import State
 from envforge.spec import EnvSpec
 
 
@@ -88,7 +89,50 @@ class ScriptedPolicy:
         return np.clip(shaped, low, high).astype(np.float32)
 
 
+def legal_random(spec: EnvSpec, rng: np.random.Generator, state: State) -> np.ndarray:
+    """A uniform legal action of each row's current player (its ``[agents]`` action mask);
+    uniform over every action where the row's player has none legal."""
+    assert spec.agents is not None and spec.agents.action_mask is not None
+    assert spec.agents.current_player is not None
+    seat = state[spec.agents.current_player].astype(np.int64)
+    legal = state[spec.agents.action_mask][np.arange(len(seat)), seat]
+    legal = np.where(legal.any(axis=1, keepdims=True), legal, True)
+    scores = np.where(legal, rng.random(legal.shape), -1.0)
+    return scores.argmax(axis=1).astype(np.int32)
+
+
+@dataclass
+class SeatPolicy:
+    """Several agents, turn by turn: seat 0 plays ``first`` (a scripted policy; None: random
+    legal), every other seat a random legal action. ``act`` reads the state (whose turn it is,
+    the masks), which the episode loops hand to a policy with ``reads_state``."""
+
+    spec: EnvSpec
+    rng: np.random.Generator
+    name: str
+    first: ScriptedPolicy | None = None
+    reads_state: bool = True
+
+    def reset(self, n: int) -> None:
+        pass
+
+    def act(self, obs: np.ndarray, t: np.ndarray, state: State | None = None) -> np.ndarray:
+        assert state is not None and self.spec.agents is not None
+        actions = legal_random(self.spec, self.rng, state)
+        if self.first is not None:
+            seat = state[self.spec.agents.current_player or ""]
+            actions = np.where(seat == 0, self.first.act(obs, t), actions).astype(np.int32)
+        return actions
+
+
 def rollout_policies(spec: EnvSpec, rng: np.random.Generator) -> list[Policy]:
     policies: list[Policy] = [UniformPolicy(spec, rng), StickyPolicy(spec, rng)]
-    policies += [ScriptedPolicy(spec, p.expr, p.name) for p in spec.policy]
+    scripted = [ScriptedPolicy(spec, p.expr, p.name) for p in spec.policy]
+    seats = spec.agents
+    if seats is None or seats.turns != "sequential" or seats.action_mask is None:
+        return policies + list(scripted)
+    # several agents: random legal moves for every seat, each scripted policy as seat 0
+    # against random legal moves, and uniform actions (illegal ones included) as before
+    policies.append(SeatPolicy(spec, rng, "random_legal"))
+    policies += [SeatPolicy(spec, rng, f"{p.name}_vs_random_legal", p) for p in scripted]
     return policies

@@ -162,8 +162,22 @@ def sample_actions(spec: EnvSpec, rng: np.random.Generator, n: int) -> np.ndarra
     return np.where(pick, outside, inside).astype(np.float32)
 
 
+def step_outputs(spec: EnvSpec) -> tuple[str, ...]:
+    """Fields a step reports rather than reads (several agents' rewards, flags and masks):
+    drawn states hold zeros there, as a state between two steps does."""
+    return spec.agents.outputs if spec.agents is not None else ()
+
+
 def state_strategy(spec: EnvSpec) -> st.SearchStrategy[dict[str, Any]]:
-    rows = st.fixed_dictionaries({f.name: field_strategy(f) for f in spec.state})
+    outputs = step_outputs(spec)
+    rows = st.fixed_dictionaries(
+        {
+            f.name: st.just(np.zeros(f.shape, f.np_dtype))
+            if f.name in outputs
+            else field_strategy(f)
+            for f in spec.state
+        }
+    )
     if spec.valid is None:
         return rows
     return rows.filter(lambda row: bool(spec.valid_mask(stack_states(spec, [row]))[0]))
@@ -259,4 +273,6 @@ def _sample_in_ranges(spec: EnvSpec, rng: np.random.Generator, n: int) -> State:
             flat[np.arange(size)[None, :] >= lengths[:, None]] = f.pad
             values = flat.reshape(shape)
         out[f.name] = values.astype(f.np_dtype)
+    for name in step_outputs(spec):
+        out[name] = np.zeros_like(out[name])
     return constrained(spec, out)
