@@ -186,7 +186,8 @@ class Agents(FrozenModel):
     other action."""
     illegal_reward: float = -1.0
     zero_sum: bool = False
-    """Every step's rewards sum to zero over the agents: a property L1 checks on both sides."""
+    """Every step's rewards sum to zero over the agents (but a step an illegal move ended
+    under ``terminate``, which pays the mover alone): a property L1 checks on both sides."""
 
     @property
     def outputs(self) -> tuple[str, ...]:

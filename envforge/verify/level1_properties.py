@@ -31,6 +31,7 @@ from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.power import POWER, ks_min_detectable
 from envforge.verify.reachable import reachable_states
 from envforge.verify.search import run_search, search_settings
+from envforge.verify.seat_properties import check_zero_sum
 from envforge.verify.seed_sweep import check_reset_sweep
 from envforge.verify.strategies import (
     action_strategy,
@@ -340,6 +341,7 @@ def run(ctx: VerifyContext) -> LevelResult:
         or check_steps_reachable(ctx, counter)
         or check_steps_boundaries(ctx, counter)
         or check_steps_unexecuted(ctx, counter, stats_out)
+        or check_zero_sum(ctx)
     )
     if finding is None and steps_first:
         finding, reset_stats = check_reset(ctx)

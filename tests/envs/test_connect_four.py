@@ -173,6 +173,17 @@ def test_level0_names_the_seat_whose_observation_leaves_its_bounds(tmp_path: Pat
     assert "obs[player_1]" in finding.message and finding.extra["agents"] == ["player_1"]
 
 
+@pytest.mark.slow  # a whole L1 runs before the property (25 s)
+def test_a_port_within_tolerance_but_not_zero_sum_fails_the_property(tmp_path: Path) -> None:
+    text = SPEC.read_text().replace('mode = "exact"', 'mode = "tolerance"\natol = 1.5')
+    (tmp_path / "env.toml").write_text(text)
+    port = apply_patch(PORT, tmp_path / "port", SEAT_BUGS["reward"]).path
+    report = verify(load_spec(tmp_path / "env.toml"), port, levels=[1], options=QUICK)
+    finding = report.levels[0].findings[0]
+    assert finding.check == "property.zero_sum", finding.message
+    assert "player_0 1.0, player_1 0.0" in finding.message
+
+
 @pytest.mark.slow
 def test_the_shipped_port_is_equivalent_at_l0_to_l3() -> None:
     report = verify(load_spec(SPEC), PORT.parent, options=QUICK)
