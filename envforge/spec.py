@@ -323,7 +323,6 @@ def _line_of(p: Path, source: str) -> str:
     return f"{p}:{found[0]}" if found else str(p)
 
 
-
 def _check_agents(p: Path, spec: EnvSpec, agents: Agents) -> None:
     """The ``[agents]`` table's fields exist with the shapes and dtypes their roles need."""
     n = len(agents.names)
