@@ -4,8 +4,9 @@ Containers have no network (``network_mode=none``), a read-only root, memory / C
 limits, no capabilities, no-new-privileges, and run as an unprivileged user. The only writable
 places are the workspace (commands) or scratch directory (servers), a small ``/tmp`` tmpfs and
 the sandbox's own build cache ``docker/`` beside the Rust cache (so a container never writes into the
-host's cache; it reads the host's built modules and vendored crates). The image is imported
-locally, see envforge/sandbox/image.py.
+host's cache; it reads the host's built modules and vendored crates). Everything else a run
+caches (envforge's ``$ENVFORGE_CACHE``: C libraries, the native digest) is that run's own, in its
+scratch directory, removed with it. The image is imported locally, see envforge/sandbox/image.py.
 """
 
 from __future__ import annotations
@@ -148,8 +149,11 @@ class DockerSandbox(Sandbox):
         return volumes
 
     def _environment(self, scratch: Path, extra: dict[str, str]) -> dict[str, str]:
-        realm = realm_cache()
-        return container_environment(scratch, realm, {"ENVFORGE_CACHE": str(realm), **extra})
+        """The container's variables. Its envforge cache (C libraries, the native digest, ...)
+        is its own run's, in the scratch directory: a shared one let a C port write a library
+        under the shipped CartPole's name that the next docker run loaded."""
+        cache = {"ENVFORGE_CACHE": str(scratch / "cache")}
+        return container_environment(scratch, realm_cache(), {**extra, **cache})
 
     def _start(
         self,
