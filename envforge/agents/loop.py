@@ -11,7 +11,9 @@ What a real model does besides calling tools is handled here, each case bounded:
   provider could not parse (Gemini's MALFORMED_FUNCTION_CALL) is answered the same way;
 - a reply without a tool call ends the episode only when the model's last verifier run passed
   with no change since, or after ``talk_reminders`` reminders to either verify or confirm;
-- a request the provider finds too long ends the episode (status ``context_full``), not the run.
+- a request the provider finds too long ends the episode (status ``context_full``), not the run;
+- a limit that fires after the model's last verifier run passed, with the port's files unchanged
+  since (their digests compared), ends the episode as ``verified``: the port was done.
 Requests carry a compacted history (``history.compact``), so they stay bounded.
 """
 
@@ -34,7 +36,6 @@ MessageFn = Callable[[Message], None]
 EQUIVALENT = "verdict: equivalent"
 """How run_verify's text starts when the port passed the levels it ran (verify_result.j2): the
 whole line for L0-L3, ``verdict: equivalent at level 0 only; levels 1-3 not run yet`` for some."""
-CHANGES_FILES = ("write_file", "edit_file", "run_command")
 UNREADABLE_CALL = (
     "The provider could not read your last tool call (finish reason {}), so nothing was run. "
     "Send the call again, with its arguments as a JSON object."
@@ -71,11 +72,16 @@ class OutputLimit(AgentStop):
     status = "output_limit"
 
 
+VERIFIED = "verified"
+"""The status of an episode that a limit ended after a passing run_verify with no change since."""
+
+
 @dataclass(frozen=True)
 class AgentLimits:
     max_steps: int = 40
     """Model calls per episode."""
-    max_wall_s: float = 1800.0
+    max_wall_s: float | None = None
+    """Seconds per episode; None: no limit of its own (the run's ``--max-minutes`` bounds it)."""
     max_tokens: int = 16000
     """Output tokens per call (also what the budget check assumes a call may produce)."""
     max_tokens_on_cut: int = 32000
@@ -91,7 +97,7 @@ class AgentLimits:
 @dataclass
 class AgentResult:
     status: str
-    """submitted | step_limit | time_limit | budget | context_full | output_limit"""
+    """submitted | verified | step_limit | time_limit | budget | context_full | output_limit"""
     message: str
     steps: int
     messages: list[Message] = field(default_factory=list)
@@ -105,6 +111,7 @@ class Agent:
         limits: AgentLimits | None = None,
         on_event: EventFn | None = None,
         on_message: MessageFn | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.model = model
         self.tools = tools
@@ -112,6 +119,7 @@ class Agent:
         self.on_event = on_event or (lambda _: None)
         self.on_message = on_message or (lambda _: None)
         """Called with every message as it joins the conversation (transcripts append here)."""
+        self.clock = clock
         self.system = ""
         self.messages: list[Message] = []
         self.steps = 0
@@ -119,23 +127,41 @@ class Agent:
         self.max_tokens = self.limits.max_tokens
         self.cuts = self.reminders = 0
         self.verified = False
-        """The model's last run_verify passed every level of the job (``tools.levels``) and
-        nothing was changed since: a pass at level 0 alone is not done."""
+        """The model's last run_verify passed every level of the job (``tools.levels``): a pass
+        at level 0 alone is not done. Done only while the port is as it was then (``done``)."""
         self.passed_only: str | None = None
         """The levels the last run_verify passed when they were not all the job's."""
+        self.verified_port: str | None = None
+        """The digest of the port's files when the last run_verify ran."""
 
     def run(self, system: str, first: Message) -> AgentResult:
         """One episode from a system prompt and a first user message."""
         self.system, self.messages, self.steps = system, [], 0
         self.max_tokens, self.cuts, self.reminders = self.limits.max_tokens, 0, 0
-        self.verified, self.passed_only = False, None
+        self.verified, self.passed_only, self.verified_port = False, None, None
         self.add(first)
-        self.started = time.monotonic()
+        self.started = self.clock()
         while True:
             try:
                 self.step()
             except AgentStop as stop:
-                return AgentResult(stop.status, str(stop), self.steps, self.messages)
+                status, message = stop.status, str(stop)
+                if not isinstance(stop, Submitted) and self.done():
+                    status = VERIFIED
+                    message = (
+                        f"{stop.status} ({message}) after run_verify passed levels "
+                        f"{self.tools.levels} "
+                        "with no change to the port since"
+                    )
+                return AgentResult(status, message, self.steps, self.messages)
+
+    def unchanged(self) -> bool:
+        """The port's files are as they were at the last run_verify (a tool that ran is no
+        change: only what it did to the files is)."""
+        return self.verified_port is not None and self.tools.port_digest() == self.verified_port
+
+    def done(self) -> bool:
+        return self.verified and self.unchanged()
 
     def add(self, message: Message) -> None:
         self.messages.append(message)
@@ -163,8 +189,6 @@ class Agent:
             result = self.tools.execute(call)
             if call.name == "run_verify" and not result.is_error:
                 self.judge_verify(str(call.arguments.get("levels") or self.tools.levels), result)
-            elif call.name in CHANGES_FILES:
-                self.verified, self.passed_only = False, None
             results.append(result)
         self.add(Message("user", tuple(results)))
 
@@ -202,13 +226,14 @@ class Agent:
             complete = False
         self.verified = passed and complete
         self.passed_only = levels if passed and not complete else None
+        self.verified_port = self.tools.port_digest()
 
     def talk(self, response: ModelResponse) -> None:
         """A reply without a tool call: done after a passing verify, else remind (bounded)."""
-        if self.verified or self.reminders >= self.limits.talk_reminders:
+        if self.done() or self.reminders >= self.limits.talk_reminders:
             raise Submitted(response.text)
         self.reminders += 1
-        if self.passed_only is not None:
+        if self.passed_only is not None and self.unchanged():
             why = (
                 f"your last run_verify passed levels {self.passed_only} only, and the port is "
                 f'done when it passes levels {self.tools.levels}. Continue with run_verify at "'
@@ -228,9 +253,10 @@ class Agent:
     def check_limits(self) -> None:
         if self.steps >= self.limits.max_steps:
             raise StepLimitReached(f"{self.steps} model calls (limit {self.limits.max_steps})")
-        elapsed = time.monotonic() - self.started
-        if elapsed >= self.limits.max_wall_s:
-            raise TimeLimitReached(f"{elapsed:.0f}s (limit {self.limits.max_wall_s:.0f}s)")
+        limit = self.limits.max_wall_s
+        elapsed = self.clock() - self.started
+        if limit is not None and elapsed >= limit:
+            raise TimeLimitReached(f"{elapsed:.0f}s (limit {limit:.0f}s)")
 
     def request(self) -> ModelRequest:
         return ModelRequest(

@@ -96,6 +96,9 @@ class ProviderModel:
         self._sleep = sleep or time.sleep
         self.timeout_s = timeout_s
         """Seconds one HTTP request may take (the adapter hands it to its SDK client)."""
+        self.retry_wait_s = 0.0
+        """Seconds slept between retries so far, over every call (reported apart from the
+        time the run spent working)."""
 
     def _send(self, request: ModelRequest) -> ModelResponse:
         raise NotImplementedError
@@ -129,6 +132,7 @@ class ProviderModel:
             )
             self._sleep(delay)
             waited += delay
+            self.retry_wait_s += delay
         raise ModelError(
             f"{self.provider} {self.name}: gave up after {self._tries(attempt, waited, info)}: "
             f"{info.message}"
@@ -151,6 +155,18 @@ class ProviderModel:
             raise UnknownModel(f"{self.provider} does not know model {self.name!r}: {info.message}")
         if info.kind is ErrorKind.FATAL:
             raise ModelError(f"{self.provider} {self.name}: {info.message}")
+
+
+def retry_wait_s(model: object) -> float:
+    """Seconds the provider model under ``model`` (through wrappers' ``inner``) slept on
+    retries; 0 for offline models."""
+    for _ in range(8):  # a meter around a recorder around the provider, at most
+        if isinstance(model, ProviderModel):
+            return model.retry_wait_s
+        model = getattr(model, "inner", None)
+        if model is None:
+            break
+    return 0.0
 
 
 CONTEXT_OVERFLOW_PHRASES = (

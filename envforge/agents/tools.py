@@ -10,6 +10,7 @@ of the workspace, the project and the Python installation are hidden from what t
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from envforge.agents.host_paths import hide_host_paths
 from envforge.messages import INVALID_ARGUMENTS, ToolCall, ToolResult, ToolSpec
+from envforge.port_files import list_port
 from envforge.prompts.render import tool_specs
 from envforge.sandbox.base import Sandbox
 from envforge.sandbox.process import ProcessSandbox
@@ -49,9 +51,12 @@ class WorkspaceTools:
         sandbox: Sandbox | None = None,
         levels: str = "0-3",
         limits: ToolLimits | None = None,
+        port_dir: Path | None = None,
     ) -> None:
         self.root = workspace.resolve()
         self.root.mkdir(parents=True, exist_ok=True)
+        self.port_dir = port_dir if port_dir is not None else self.root
+        """The folder whose files are the port (the whole workspace when not given)."""
         self.verify_fn = verify
         self.levels = levels
         """The levels the port must pass to be done (the job's), as ``--levels`` takes them."""
@@ -94,6 +99,23 @@ class WorkspaceTools:
         return ToolResult(
             call.id, call.name, cut_middle(text, self.limits.observation_chars), is_error
         )
+
+    def port_digest(self) -> str:
+        """A digest of the port's files (names and bytes, links by name): equal digests mean
+        nothing in the port changed, whatever tools ran in between."""
+        h = hashlib.sha256()
+        if not self.port_dir.is_dir():
+            return h.hexdigest()
+        files = list_port(self.port_dir, follow_root=False)
+        for name in files.names:
+            if any(part in HIDDEN for part in Path(name).parts):
+                continue
+            data = files.read_bytes(name)
+            h.update(f"{name}\0{len(data) if data is not None else -1}\0".encode())
+            h.update(data or b"")
+        for refused in files.refused:
+            h.update(f"refused\0{refused.line()}\0".encode())
+        return h.hexdigest()
 
     # ---- paths ---------------------------------------------------------------------------
     def resolve(self, path: str) -> Path:
@@ -215,13 +237,25 @@ def _arguments(call: ToolCall, specs: tuple[ToolSpec, ...]) -> dict[str, Any]:
         problems = [f"unknown argument(s) {unknown}"] if unknown else []
         problems += [f"missing argument(s) {missing}"] if missing else []
         raise ToolError(f"{call.name}: {'; '.join(problems)}; expected {sorted(allowed)}")
+    arguments = dict(call.arguments)
     for name, value in call.arguments.items():
         kind = allowed[name].get("type")
         if kind == "string" and not isinstance(value, str):
             raise ToolError(f"{call.name}: argument {name!r} must be a string")
-        if kind == "integer" and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ToolError(f"{call.name}: argument {name!r} must be an integer")
-    return dict(call.arguments)
+        if kind == "integer":
+            arguments[name] = _integer(call.name, name, value)
+    return arguments
+
+
+def _integer(tool: str, name: str, value: object) -> int:
+    """An integer argument, also as the numeric string many models send (``"120"``)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        return int(value.strip())
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise ToolError(f"{tool}: argument {name!r} must be an integer, got {value!r}")
 
 
 def cut_middle(text: str, limit: int) -> str:

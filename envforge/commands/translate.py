@@ -20,6 +20,7 @@ from envforge.agents.select import ModelOptions
 from envforge.backends.reference_check import build_reference, check_reference
 from envforge.commands import options
 from envforge.commands.init import spec_or_init
+from envforge.commands.translate_view import RunView
 from envforge.cost.prices import price_from_options
 from envforge.errors import BadInput
 from envforge.levels import DEFAULT_LEVELS, parse_levels
@@ -29,6 +30,8 @@ from envforge.sandbox.select import choose_sandbox, open_sandbox
 from envforge.targets import default_target
 from envforge.translate.job import TranslateJob, TranslateOutcome, run_translate_job
 from envforge.translate.orchestrate import RepairConfig
+from envforge.translate.progress import RunState
+from envforge.translate.provenance import time_cell
 from envforge.untrusted.shown import indented, one_line, shown
 from envforge.verify.context import VerifyOptions
 
@@ -77,7 +80,15 @@ def translate_command(
         None,
         "--max-minutes",
         callback=bounds.option(bounds.MINUTES),
-        help="Wall-clock limit of the whole run.",
+        help="Wall-clock limit of the whole run; an episode may use what is left of it "
+        "(provider latency and retry waits count; the waits are reported apart).",
+    ),
+    episode_minutes: float = typer.Option(
+        None,
+        "--episode-minutes",
+        callback=bounds.option(bounds.MINUTES),
+        help="Wall-clock limit of one agent episode (default: none of its own, only "
+        "--max-minutes).",
     ),
     out: Path = typer.Option(
         None,
@@ -161,7 +172,11 @@ def translate_command(
         transfer=l4 or 4 in parse_levels(levels),
         max_iters=max_iters,
         max_wall_s=None if max_minutes is None else max_minutes * 60,
-        agent=AgentLimits(max_steps=max_steps, max_tokens=max_tokens),
+        agent=AgentLimits(
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            max_wall_s=None if episode_minutes is None else episode_minutes * 60,
+        ),
         verify=VerifyOptions(seed=seed, scale=scale, sandbox=sandbox_choice.kind),
         optimize_rounds=optimize,
     )
@@ -187,11 +202,12 @@ def translate_command(
     sandbox_line = sandbox_choice.line(commands)
     if not as_json:  # stdout: stderr stays one line when the run fails on bad input
         Console().print(f"[dim]{sandbox_line}[/dim]")
-    with console.status(f"translating {env_spec.name} to {target} with {model}") as status:
+    state = RunState()
+    title = f"translating {env_spec.name} to {target} with {model}"
+    # the view goes to stdout, or to stderr when stdout carries --json
+    with RunView(state, title, console if as_json else Console()) as view:
         outcome = run_translate_job(
-            translate_job,
-            sandbox=commands,
-            progress=lambda msg: status.update(f"{env_spec.name}: {msg}"),
+            translate_job, sandbox=commands, progress=view.progress, state=state
         )
     if as_json:
         print(json.dumps({**outcome.to_dict(), "sandbox": sandbox_line}, indent=2))
@@ -218,7 +234,7 @@ def _visible_record(record: logging.LogRecord) -> bool:
 def show(outcome: TranslateOutcome, console: Console) -> None:
     result = outcome.result
     table = Table(title=f"envforge translate: {outcome.model}, job {outcome.job}")
-    for column in ("#", "kind", "agent", "verdict", "calls", "cost (USD)", "finding"):
+    for column in ("#", "kind", "agent", "verdict", "calls", "cost (USD)", "time (s)", "finding"):
         table.add_column(column)
     for it in result.iterations:
         table.add_row(  # the finding and the agent's status quote the port and the model
@@ -228,9 +244,14 @@ def show(outcome: TranslateOutcome, console: Console) -> None:
             shown(one_line(it.verdict)),
             str(it.calls),
             f"{it.cost_usd:.4f}",
+            time_cell(it.wall_s, it.retry_wait_s),
             shown(indented(it.finding, "")),
         )
     console.print(table)
+    if result.last_verify:
+        console.print("[bold]last verification[/] (as run_verify shows it):")
+        # it quotes the port and the reference: indented, so none of its lines reads as ours
+        console.print(shown("    " + indented(result.last_verify.rstrip("\n"))))
     color = "green" if result.verified else "red"
     status = Text.assemble((result.status, f"bold {color}"), ": ", shown(indented(result.message)))
     console.print(status)

@@ -118,6 +118,25 @@ class LineCoverage:
             text += "; excused: " + "; ".join(parts)
         return text
 
+    def quoted(self, limit: int = 12, width: int = 120) -> list[str]:
+        """The lines ``sentence`` names as never executed or with a branch outcome never taken,
+        each with its text (``76 (branch outcome never taken): if (ball_y < 0) {``), at most
+        ``limit`` of them; none when the source cannot be read."""
+        try:
+            source = Path(self.file).read_text().splitlines()
+        except (OSError, UnicodeDecodeError):
+            return []
+        marked = [(line, "never executed") for line in self.never_executed()]
+        marked += [(line, "a branch outcome never taken") for line in self.branch_lines_not_taken()]
+        out = []
+        for line, why in sorted(marked)[:limit]:
+            text = source[line - 1].strip() if 0 < line <= len(source) else ""
+            text = text if len(text) <= width else text[: width - 3] + "..."
+            out.append(f"{self.name} line {line} ({why}): {text}")
+        if len(marked) > limit:
+            out.append(f"... and {len(marked) - limit} more lines of {self.name}")
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "file": self.file,

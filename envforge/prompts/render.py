@@ -348,6 +348,7 @@ def verify_result(report: Report, roots: list[Path]) -> str:
         level_name=LEVEL_NAMES.get(finding.level, "") if finding else "",
         more_findings=max(0, len(report.findings) - 1),
         unchecked=[scrub_paths(line, roots) for line in report.coverage_lines() if "never" in line],
+        unchecked_quotes=[scrub_paths(line, roots) for line in report.unrun_lines()],
     )
 
 

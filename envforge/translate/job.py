@@ -31,6 +31,7 @@ from envforge.translate.orchestrate import (
     RepairResult,
     Verifier,
 )
+from envforge.translate.progress import RunState
 from envforge.translate.provenance import RunIdentity, provenance_markdown
 from envforge.translate.workspace import check_out_dir, land
 
@@ -87,6 +88,8 @@ class TranslateOutcome:
             "job_spent_usd": str(self.job_spent_usd),
             "price_version": self.price.version,
             "workspace": str(r.workspace),
+            "retry_wait_s": round(sum(it.retry_wait_s for it in r.iterations), 1),
+            "last_verify": r.last_verify,
             "out": str(self.out) if self.out else None,
             "report": r.report.to_dict() if r.report else None,
         }
@@ -110,11 +113,12 @@ def run_translate_job(
     meter: MeterFactory | None = None,
     verifier: Verifier | None = None,
     measurer: Measurer | None = None,
+    state: RunState | None = None,
 ) -> TranslateOutcome:
     """Run a job. ``model`` overrides ``job.model`` (tests pass a scripted model).
 
     With ``meter`` no ledger is opened here: the meter records every call, and what it counted
-    is the job's spend."""
+    is the job's spend. ``state`` is kept up to date for a live view."""
     target(job.config.target)
     if job.out is not None:
         check_out_dir(job.out)
@@ -124,10 +128,12 @@ def run_translate_job(
     run = job.run or new_run_id(job.spec, job.config.target)
     job_name = job.job or f"translate-{run}"
     workspace = job.workspace or Path(".envforge") / "runs" / run
+    if state is not None:
+        state.update(budget_usd=job.budget_usd)
 
     def execute(metered: Meter) -> tuple[RepairResult, Path | None]:
         loop = RepairLoop(
-            job.spec, metered, workspace, job.config, sandbox, progress, verifier, measurer
+            job.spec, metered, workspace, job.config, sandbox, progress, verifier, measurer, state
         )
         result = loop.run()
         out = None

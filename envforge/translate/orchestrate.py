@@ -18,7 +18,7 @@ from typing import Any
 
 from envforge.agents.host_paths import hide_host_paths
 from envforge.agents.loop import Agent, AgentLimits, AgentResult
-from envforge.agents.model import ModelError
+from envforge.agents.model import ModelError, retry_wait_s
 from envforge.agents.tools import WorkspaceTools
 from envforge.cost.meter import Meter
 from envforge.errors import BadInput, BrokenReference
@@ -28,6 +28,7 @@ from envforge.prompts import render as prompts
 from envforge.prompts.sources import reference_sources
 from envforge.sandbox.base import Sandbox
 from envforge.spec import EnvSpec
+from envforge.translate.progress import RunState
 from envforge.translate.throughput import Throughput, measure_sandboxed
 from envforge.translate.workspace import RunWorkspace
 from envforge.verify.context import VerifyOptions
@@ -89,6 +90,10 @@ class Iteration:
     """One line: the finding the next repair prompt is built from (empty when verified)."""
     steps_per_second: float | None = None
     """Measured throughput (optimize rounds and the verified port they start from)."""
+    wall_s: float = 0.0
+    """Seconds the episode and its verification took, ..."""
+    retry_wait_s: float = 0.0
+    """... of which this many were spent waiting to retry the provider."""
 
     def to_dict(self) -> dict[str, Any]:
         u = self.usage
@@ -103,6 +108,8 @@ class Iteration:
             "cost_usd": str(self.cost_usd),
             "finding": self.finding,
             "steps_per_second": self.steps_per_second,
+            "wall_s": round(self.wall_s, 1),
+            "retry_wait_s": round(self.retry_wait_s, 1),
             "usage": {
                 "input": u.input_tokens,
                 "output": u.output_tokens,
@@ -121,6 +128,9 @@ class RepairResult:
     iterations: list[Iteration]
     report: Report | None
     workspace: Path
+    last_verify: str = ""
+    """The run's last verification as run_verify shows it (verdict, levels, coverage notes,
+    first finding): what the model would have read next, also when it never did."""
 
     @property
     def verified(self) -> bool:
@@ -144,13 +154,16 @@ class RepairLoop:
         progress: ProgressFn | None = None,
         verifier: Verifier | None = None,
         measurer: Measurer | None = None,
+        state: RunState | None = None,
     ) -> None:
         self.spec = spec
         self.model = model
         self.verifier: Verifier = verifier or verify
         self.config = config or RepairConfig()
         self.measurer: Measurer = measurer or self.measure
-        self.progress = progress or (lambda _: None)
+        self._progress = progress or (lambda _: None)
+        self.state = state or RunState()
+        """Where the run stands, for a live view (``translate/progress.py``)."""
         prompts.target(self.config.target)
         self.ws = RunWorkspace(workspace, spec, self.config.target)
         self.roots = [self.ws.root, spec.root.parent.parent]
@@ -165,9 +178,27 @@ class RepairLoop:
             sources,
         )
         self.tools = WorkspaceTools(
-            self.ws.root, self.verify_text, sandbox, self.config.levels_text
+            self.ws.root,
+            self.verify_text,
+            sandbox,
+            self.config.levels_text,
+            port_dir=self.ws.port_dir,
         )
         self.started = time.monotonic()
+        self.last_verify = ""
+        deadline = None if self.config.max_wall_s is None else self.started + self.config.max_wall_s
+        self.state.update(max_episodes=self.config.max_iters, deadline=deadline)
+
+    def progress(self, message: str, doing: str | None = None) -> None:
+        """Tell the progress callback, and bring the live state up to date."""
+        self.state.update(
+            doing=doing or message.split(": ", 1)[-1],
+            calls=self.model.calls,
+            usage=self.model.usage,
+            cost_usd=self.model.cost_usd,
+            retry_wait_s=retry_wait_s(self.model),
+        )
+        self._progress(message)
 
     def measure(self, spec: EnvSpec, port_dir: Path, batch: int) -> Throughput | str:
         """The port's steps/s in the sandbox that verifies it, timed by the host."""
@@ -204,7 +235,10 @@ class RepairLoop:
             wanted = parse_levels(levels)
         except BadInput as e:
             return f"error: {e}"
+        self.progress(f"run_verify {levels}: verifying")
         report, finding = self.check(wanted)
+        verdict = report.verdict_line() if report is not None else "no port"
+        self.state.update(verdict=f"{verdict} (the agent's run_verify {levels})")
         if report is None:
             assert finding is not None
             message = prompts.scrub_paths(finding.message, self.roots)
@@ -232,15 +266,22 @@ class RepairLoop:
         )
 
     # ---- the loop ---------------------------------------------------------------------
+    def time_left(self) -> float | None:
+        """Seconds of the run's wall-clock limit left (None: no limit)."""
+        if self.config.max_wall_s is None:
+            return None
+        return self.config.max_wall_s - (time.monotonic() - self.started)
+
     def episode(self, task: str, purpose: str, number: int) -> AgentResult:
         limits = self.config.agent
-        if self.config.max_wall_s is not None:
-            left = self.config.max_wall_s - (time.monotonic() - self.started)
-            limits = replace(limits, max_wall_s=min(limits.max_wall_s, left))
+        left = self.time_left()
+        if left is not None:  # an episode has the run's time left, or less when given its own
+            own = limits.max_wall_s
+            limits = replace(limits, max_wall_s=left if own is None else min(own, left))
         self.model.purpose = purpose
 
         def on_event(message: str) -> None:
-            self.progress(f"{purpose}: {message} [${self.model.cost_usd:.4f}]")
+            self.progress(f"{purpose}: {message} [${self.model.cost_usd:.4f}]", message)
 
         transcript = self.ws.start_transcript(number)
         agent = Agent(self.model, self.tools, limits, on_event, transcript)
@@ -252,6 +293,8 @@ class RepairLoop:
     ) -> tuple[Iteration, AgentResult, Report | None, Finding | None]:
         """One agent episode, then the verifier; recorded and snapshotted as iteration ``number``."""
         calls, usage, cost = self.model.calls, self.model.usage, self.model.cost_usd
+        started, waited = time.monotonic(), retry_wait_s(self.model)
+        self.state.update(episode=number, kind=kind)
         self.progress(f"{kind} {number}: agent working")
         try:
             episode = self.episode(task, f"{kind} {number}", number)
@@ -270,8 +313,12 @@ class RepairLoop:
             usage=self.model.usage - usage,
             cost_usd=self.model.cost_usd - cost,
             finding=_one_line(finding),
+            wall_s=time.monotonic() - started,
+            retry_wait_s=retry_wait_s(self.model) - waited,
         )
+        self.last_verify = self.verification_text(report, finding)
         self.ws.snapshot(number, report, record.to_dict())
+        self.state.update(verdict=f"{record.verdict} (envforge's check after {kind} {number})")
         self.progress(f"{kind} {number}: {record.verdict} [${self.model.cost_usd:.4f}]")
         return record, episode, report, finding
 
@@ -295,14 +342,32 @@ class RepairLoop:
                 status, message = episode.status, episode.message
                 break
             if self.out_of_time():
-                status, message = "time_limit", f"time limit {self.config.max_wall_s:.0f}s reached"
+                waited = sum(it.retry_wait_s for it in iterations)
+                status = "time_limit"
+                message = (
+                    f"time limit {self.config.max_wall_s:.0f}s reached ({waited:.0f}s of it "
+                    "waiting on provider retries)"
+                )
                 break
             task, kind = self.repair_prompt(report, finding, number), "repair"
         if status == "verified" and self.config.optimize_rounds > 0:
             from envforge.translate.optimize import optimize
 
             report = optimize(self, iterations, report)
-        return RepairResult(status, message, iterations, report, self.ws.root)
+            if report is not None:
+                self.last_verify = self.verification_text(report, None)
+        return RepairResult(status, message, iterations, report, self.ws.root, self.last_verify)
+
+    def verification_text(self, report: Report | None, finding: Finding | None) -> str:
+        """A verification as run_verify would have shown it to the model."""
+        if report is None:
+            message = finding.message if finding is not None else "no port"
+            text = prompts.missing_port_task(
+                prompts.scrub_paths(message, self.roots), self.ws.layout.port_rel
+            )
+        else:
+            text = prompts.verify_result(report, self.roots)
+        return hide_host_paths(text, [self.ws.root])
 
 
 def _one_line(finding: Finding | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -60,14 +61,31 @@ def provenance_markdown(
         "",
         "## Iterations",
         "",
-        "| # | kind | agent | steps | verdict | calls | cost (USD) | finding repaired next |",
-        "|---|---|---|---|---|---|---|---|",
+        "| # | kind | agent | steps | verdict | calls | cost (USD) | time (s) | "
+        "finding repaired next |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for it in result.iterations:
         finding = it.finding.replace("|", "\\|") or "—"
         lines.append(
             f"| {it.number} | {it.kind} | {it.agent_status} | {it.steps} | {it.verdict} | "
-            f"{it.calls} | {it.cost_usd} | {finding} |"
+            f"{it.calls} | {it.cost_usd} | {time_cell(it.wall_s, it.retry_wait_s)} | {finding} |"
         )
+    if result.last_verify:
+        lines += ["", "## Last verification", "", "As `run_verify` shows it:", ""]
+        lines += fenced(result.last_verify)
     lines += ["", f"Per-iteration snapshots, reports and transcripts: `{result.workspace}`.", ""]
     return "\n".join(lines)
+
+
+def time_cell(wall_s: float, retry_wait_s: float) -> str:
+    """``312`` or ``312 (40 waiting on retries)``."""
+    waited = f" ({retry_wait_s:.0f} waiting on retries)" if retry_wait_s >= 0.5 else ""
+    return f"{wall_s:.0f}{waited}"
+
+
+def fenced(text: str) -> list[str]:
+    """``text`` in a code fence longer than any run of backticks in it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}text", *text.rstrip("\n").splitlines(), fence]

@@ -153,6 +153,11 @@ class Report:
         label, files = self.coverage()
         return [cov.sentence(label) for cov in files]
 
+    def unrun_lines(self) -> list[str]:
+        """The reference lines the coverage lines name as not (fully) run, with their text."""
+        _, files = self.coverage()
+        return [quote for cov in files for quote in cov.quoted()]
+
     def to_dict(self) -> dict[str, Any]:
         label, files = self.coverage()
         return {

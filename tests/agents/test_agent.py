@@ -15,7 +15,15 @@ from envforge.agents.host_paths import hide_host_paths
 from envforge.agents.loop import Agent, AgentLimits
 from envforge.agents.scripted import ScriptedModel, reply
 from envforge.agents.tools import ToolLimits, WorkspaceTools
-from envforge.messages import INVALID_ARGUMENTS, Message, ToolCall, ToolResult, user
+from envforge.messages import (
+    INVALID_ARGUMENTS,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolResult,
+    user,
+)
 from envforge.sandbox.base import SandboxLimits
 from envforge.sandbox.process import ProcessSandbox
 
@@ -176,6 +184,79 @@ def test_step_and_time_limits_end_the_episode(tmp_path: Path) -> None:
     assert timed.status == "time_limit" and timed.steps == 0
 
 
+def test_an_episode_has_no_wall_limit_of_its_own_unless_given_one(tmp_path: Path) -> None:
+    """The run's --max-minutes bounds an episode (the loop passes what is left of it); a fixed
+    per-episode limit used to stop a 2-hour run after 30 minutes."""
+    now = [0.0]
+
+    def slow_call(request: ModelRequest) -> ModelResponse:  # every model call takes 1000 s
+        now[0] += 1000.0
+        return reply(calls=[("list_files", {"path": "."})], turn=len(request.messages))
+
+    tools = WorkspaceTools(tmp_path)
+    free = Agent(
+        ScriptedModel([slow_call] * 5), tools, AgentLimits(max_steps=5), clock=lambda: now[0]
+    )
+    assert (free.run("s", user("t")).status, free.steps) == ("step_limit", 5)
+    own = Agent(
+        ScriptedModel([slow_call] * 5), tools, AgentLimits(max_wall_s=2500), clock=lambda: now[0]
+    )
+    timed = own.run("s", user("t"))
+    assert (timed.status, timed.steps, timed.message) == ("time_limit", 3, "3000s (limit 2500s)")
+
+
+PASS = "verdict: equivalent\nL0 contract: pass"
+
+
+def test_a_limit_after_a_passing_verify_with_the_port_unchanged_is_verified(tmp_path: Path) -> None:
+    """Reading and a read-only command change nothing: the episode is done whatever limit fires;
+    a command that writes into the port is a change."""
+    tools = WorkspaceTools(tmp_path, verify=lambda levels: PASS, port_dir=tmp_path / "port")
+    (tmp_path / "port").mkdir()
+    (tmp_path / "port" / "env.py").write_text("X = 1\n")
+    reading = [
+        reply(calls=[("run_verify", {"levels": "0-3"})], turn=1),
+        reply(calls=[("read_file", {"path": "port/env.py"})], turn=2),
+        reply(calls=[("run_command", {"command": "grep -n X port/env.py"})], turn=3),
+        reply(calls=[("list_files", {"path": "."})], turn=4),
+    ]
+    stepped = Agent(ScriptedModel(reading), tools, AgentLimits(max_steps=4)).run("s", user("t"))
+    assert stepped.status == "verified", stepped.message
+    assert stepped.message.startswith("step_limit (4 model calls (limit 4)) after run_verify")
+    assert stepped.message.endswith("no change to the port since")
+
+    # the same, ending in talk: no reminder to verify again
+    talk = Agent(ScriptedModel([*reading[:3], reply("Done.")]), tools).run("s", user("t"))
+    assert (talk.status, talk.steps) == ("submitted", 4)
+    assert not any("without a tool call" in m.text for m in talk.messages if m.role == "user")
+
+    # a command that changes the port's files is a change: reminded, and a limit is a limit
+    writing = [
+        reading[0],
+        reply(calls=[("run_command", {"command": "echo 'Y = 2' >> port/env.py"})], turn=2),
+    ]
+    changed = Agent(ScriptedModel([*writing, reply("Done."), reply("Done!")]), tools)
+    result = changed.run("s", user("t"))
+    assert (result.status, result.steps) == ("submitted", 4)
+    assert "have not passed run_verify" in result.messages[-2].text
+    limited = Agent(ScriptedModel(writing), tools, AgentLimits(max_steps=2)).run("s", user("t"))
+    assert limited.status == "step_limit"
+
+    # an edit that puts the port back as it was verified is no change
+    (tmp_path / "port" / "env.py").write_text("X = 1\n")
+    undone = [
+        reading[0],
+        reply(
+            calls=[("edit_file", {"path": "port/env.py", "old": "X = 1", "new": "X = 2"})], turn=2
+        ),
+        reply(
+            calls=[("edit_file", {"path": "port/env.py", "old": "X = 2", "new": "X = 1"})], turn=3
+        ),
+    ]
+    back = Agent(ScriptedModel(undone), tools, AgentLimits(max_steps=3)).run("s", user("t"))
+    assert back.status == "verified"
+
+
 # ---- what real models do besides calling tools ---------------------------------------------
 
 
@@ -284,7 +365,12 @@ def test_read_file_reads_line_ranges_and_says_how_to_go_on(tmp_path: Path) -> No
     ranged = run(tools, "read_file", path="long.txt", start_line=48, end_line=60).content
     assert ranged == "[long.txt: lines 48-50 of 50]\nline 048\nline 049\nline 050\n"
     assert run(tools, "read_file", path="long.txt", start_line=99).is_error
-    assert "must be an integer" in run(tools, "read_file", path="long.txt", start_line="3").content
+    # a numeric string is what many models send: read as the number it spells
+    numeric = run(tools, "read_file", path="long.txt", start_line="48", end_line=" 49 ")
+    assert numeric.content == "[long.txt: lines 48-49 of 50]\nline 048\nline 049\n"
+    for bad in ("three", "3.5", True, [3]):
+        refused = run(tools, "read_file", path="long.txt", start_line=bad)
+        assert refused.is_error and "must be an integer" in refused.content
     noisy = run(tools, "run_command", command="seq 1 5000").content
     assert len(noisy) < 500 and "characters cut from the middle" in noisy
 

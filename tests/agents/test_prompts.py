@@ -9,6 +9,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
+from envforge.coverage.lines import LineCoverage
 from envforge.errors import BadInput
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import reference_sources
@@ -263,3 +264,22 @@ def test_findings_show_large_arrays_only_where_they_differ() -> None:
     assert before["memory"] == "4096 elements, shown where the results differ: memory[930] = 7"
     assert before["screen"] == "2048 elements, all 0 except screen[3][5] = 1"
     assert before["V"] == [0] * 16  # small arrays whole
+
+
+def test_run_verify_quotes_the_reference_lines_it_says_were_not_run() -> None:
+    """The coverage note names a line and shows it: no read_file needed to see what it is."""
+    source = ROOT / "references" / "pong" / "pong.c"
+    lines = source.read_text().splitlines()
+    bounce = next(i for i, line in enumerate(lines, 1) if "if (env->ball_y < 0.0f)" in line)
+    counts = {bounce - 1: 5, bounce: 5, bounce + 1: 0, bounce + 3: 5}
+    coverage = LineCoverage(str(source), "file", counts, branches={bounce: [5, 0]})
+    report = Report(
+        "pong", "pong.c", "port", [LevelResult(1, "pass", "ok", coverage=[coverage])], [1]
+    )
+    text = prompts.verify_result(report, [ROOT])
+    assert f"a branch outcome never taken on line {bounce}" in text
+    assert (
+        f"pong.c line {bounce} (a branch outcome never taken): if (env->ball_y < 0.0f) {{" in text
+    )
+    assert f"pong.c line {bounce + 1} (never executed): {lines[bounce].strip()}" in text
+    assert str(ROOT) not in text

@@ -189,6 +189,9 @@ def test_budget_stop_keeps_workspace_and_ledger_and_lands_an_unverified_port(
     assert (tmp_path / "ws" / "iterations" / "01" / "port" / "NOTES.md").is_file()
     provenance = (tmp_path / "out" / "PROVENANCE.md").read_text()
     assert "NOT VERIFIED (budget:" in provenance and "| levels passed | none |" in provenance
+    # what the verifier said about the folder the model left, though the model never saw it
+    assert "port/pong.py" in outcome.result.last_verify
+    assert outcome.result.last_verify.strip() in provenance
 
 
 def test_translate_command_replays_a_recorded_run(tmp_path: Path) -> None:
@@ -223,6 +226,8 @@ def test_translate_command_replays_a_recorded_run(tmp_path: Path) -> None:
         result = CliRunner().invoke(app, [*args, "--model", model, *where])
         assert isinstance(result.exception, SystemExit), result.exception
         assert result.exit_code == 1, result.output  # not verified: there is no port
+        # off a terminal the run's progress is plain lines, on stderr beside --json
+        assert "[episode 1/1 translate] step 1: list_files path=. | calls 1" in result.stderr
         return dict(json.loads(result.stdout))
 
     recorded = run_once(None, "first")
@@ -235,7 +240,9 @@ def test_translate_command_replays_a_recorded_run(tmp_path: Path) -> None:
     def without_cost(run: dict[str, object]) -> list[dict[str, object]]:
         iterations = run["iterations"]
         assert isinstance(iterations, list)
-        return [{k: v for k, v in it.items() if k != "cost_usd"} for it in iterations]
+        return [
+            {k: v for k, v in it.items() if k not in ("cost_usd", "wall_s")} for it in iterations
+        ]
 
     assert without_cost(replayed) == without_cost(recorded)
 
@@ -340,6 +347,7 @@ def test_a_context_overflow_ends_the_episode_and_the_run_goes_on(
         server.reply(200, p.ok("", [("c1", "write_file", {"path": "port/pong.py",
                                                            "content": broken})], bill))  # fmt: skip
         server.reply(400, p.error(400, "context"))
+        server.reply(529, p.error(529, "overloaded"))  # one wait, reported apart
         server.reply(200, p.ok("", [("c2", "edit_file", {"path": "port/pong.py",
                      "old": "def observe_renamed(", "new": OBSERVE})], bill))  # fmt: skip
         server.reply(200, p.ok("Renamed it back.", [], bill))
@@ -347,7 +355,9 @@ def test_a_context_overflow_ends_the_episode_and_the_run_goes_on(
         lines_before_each_call: list[int] = []
         responder_seen = server.seen
 
-        model = AnthropicModel("claude-sonnet-4-6", RetryPolicy(attempts=1))
+        model = AnthropicModel(
+            "claude-sonnet-4-6", RetryPolicy(attempts=1, initial_delay_s=0.2, jitter=0.0)
+        )
         job = TranslateJob(spec=spec_for_name("pong"), model=model.name,
                            config=replace(QUICK, levels=(0,), max_iters=2),
                            out=tmp_path / "out", workspace=tmp_path / "ws",
@@ -357,6 +367,7 @@ def test_a_context_overflow_ends_the_episode_and_the_run_goes_on(
             """Passes calls on, noting how much of the transcript was on disk at each."""
 
             name = model.name
+            inner = model
 
             def complete(self, request: ModelRequest) -> ModelResponse:
                 lines = transcript.read_text().count("\n") if transcript.is_file() else -1
@@ -372,6 +383,14 @@ def test_a_context_overflow_ends_the_episode_and_the_run_goes_on(
     assert (first.agent_status, first.verdict) == ("context_full", "not equivalent")
     assert first.finding.startswith("L0")
     assert (second.agent_status, second.verdict) == ("submitted", "equivalent")
-    assert len(responder_seen) == 5 and outcome.calls == 4  # the refused call was not billed
+    assert len(responder_seen) == 6 and outcome.calls == 4  # refused calls were not billed
+    assert (first.retry_wait_s, second.retry_wait_s) == (0.0, 0.2)
+    assert second.wall_s >= 0.2 and outcome.to_dict()["retry_wait_s"] == 0.2
+    # the last verification, which the model never saw (it stopped without run_verify), is
+    # in the result and in PROVENANCE.md as run_verify would have shown it
+    assert result.last_verify.startswith("verdict: equivalent at level 0 only")
+    provenance = (tmp_path / "out" / "PROVENANCE.md").read_text()
+    assert "## Last verification" in provenance and result.last_verify.strip() in provenance
+    assert "| 0 (0 waiting on retries)" not in provenance and "(0 waiting" not in provenance
     # the repair episode's transcript grew before each of its calls: 1, 3, 5 messages
     assert lines_before_each_call[2:] == [1, 3, 5]
