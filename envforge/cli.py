@@ -1,5 +1,5 @@
 """envforge command line: init, translate, prompt, mcp, verify, batch, bench, mutate, cost, train,
-list, profile."""
+list, profile, play."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "train",
     "init",
     "rules",
+    "play",
 )
 for _name in COMMAND_MODULES:
     importlib.import_module(f"envforge.commands.{_name}").register(app)
