@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.table import Table
 
 from envforge.translate.progress import RunState
+from envforge.untrusted.shown import one_line, shown
 
 REFRESH_S = 0.5
 
@@ -20,8 +21,8 @@ def render_state(state: RunState, title: str) -> Table:
     table = Table(title=title, show_header=False, box=None, pad_edge=False, title_justify="left")
     table.add_column("what", style="bold", no_wrap=True)
     table.add_column("value", overflow="ellipsis")
-    for name, value in state.fields().items():
-        table.add_row(name, value)
+    for name, value in state.fields().items():  # what it is doing quotes the model's calls
+        table.add_row(name, shown(one_line(value)))
     return table
 
 
@@ -53,7 +54,7 @@ class RunView:
     def progress(self, message: str) -> None:
         """The run's progress callback: a plain line off a terminal (the state is up to date)."""
         if not self.live_mode:
-            self.console.print(self.state.line(), markup=False, highlight=False, soft_wrap=True)
+            self.console.print(shown(one_line(self.state.line())), soft_wrap=True)
 
     def __enter__(self) -> RunView:
         if self.live_mode:

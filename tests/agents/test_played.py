@@ -4,6 +4,7 @@ real Anthropic SDK; `translate` run unchanged against it, recorded, and replayed
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -263,3 +264,79 @@ def test_a_played_port_that_verifies_replays_verified(played: PlayedServer, tmp_
     live, replayed, _ = _played_translate(tmp_path, script, "0", code=0)
     assert live["status"] == replayed["status"] == "verified"
     assert [it["agent_status"] for it in replayed["iterations"]] == ["submitted"]
+
+
+def test_play_serve_runs_a_command_against_itself_and_play_wait_prints_the_next_request(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    queue = tmp_path / "q"
+    child = (
+        "import os, anthropic\n"
+        "client = anthropic.Anthropic(max_retries=0)\n"
+        "m = client.messages.create(model='claude-sonnet-4-6', max_tokens=50,"
+        " messages=[{'role': 'user', 'content': 'Port pong.'}])\n"
+        "print('child got:', m.content[0].text, m.usage.output_tokens)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    served = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "envforge.cli",
+            "play",
+            "serve",
+            "--queue",
+            str(queue),
+            "--",
+            sys.executable,
+            "-c",
+            child,
+        ],  # fmt: skip
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,  # fmt: skip
+    )
+    waited = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "envforge.cli",
+            "play",
+            "wait",
+            "--queue",
+            str(queue),
+            "--timeout",
+            "60",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=90,  # fmt: skip
+    )
+    assert waited.returncode == 0, waited.stderr
+    assert "=== request 0001" in waited.stdout and "Port pong." in waited.stdout
+    (queue / "0001.reply.json").write_text('{"content": [{"type": "text", "text": "On it."}]}')
+    out, _ = served.communicate(timeout=60)
+    assert served.returncode == 0
+    assert "export ANTHROPIC_BASE_URL=http://127.0.0.1:" in out and "child got: On it. 2" in out
+    none = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "envforge.cli",
+            "play",
+            "wait",
+            "--queue",
+            str(queue),
+            "--timeout",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,  # fmt: skip
+    )
+    assert none.returncode == 1 and "no request waiting" in none.stderr
