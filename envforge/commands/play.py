@@ -57,8 +57,13 @@ def serve_command(
                 "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,
             }
             env.pop("ANTHROPIC_AUTH_TOKEN", None)
-            child = subprocess.run(ctx.args, env=env, check=False)
-            raise typer.Exit(child.returncode)
+            child = subprocess.Popen(ctx.args, env=env)
+
+            def stop(*_: object) -> None:  # a killed server takes its command along
+                child.terminate()
+
+            signal.signal(signal.SIGTERM, stop)
+            raise typer.Exit(child.wait())
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         while True:
             time.sleep(3600)
