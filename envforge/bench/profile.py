@@ -279,5 +279,6 @@ def run_profile(
             readable=(port,),
             timeout_s=PROFILE_TIMEOUT_S,
             what="profile",
+            port=port,
         )
     return checked(result)

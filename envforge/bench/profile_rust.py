@@ -190,6 +190,7 @@ def run_profile_rust(
             readable=(port,),
             timeout_s=PROFILE_TIMEOUT_S,
             what="profile",
+            port=port,
         )
     return checked_rust(result)
 

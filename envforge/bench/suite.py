@@ -163,6 +163,7 @@ def run_bench(
             env=env,
             timeout_s=PORT_JOB_TIMEOUT_S,
             what="bench",
+            port=Path(args[1]),
         )
         if not isinstance(result, dict) or not isinstance(result.get("measurements"), list):
             raise EnvforgeError(f"benchmark of {args[3]} sent a result of no known form")

@@ -88,6 +88,15 @@ def connect_bounded(path: Path, authkey: bytes, seconds: float) -> Connection:
     return conn
 
 
+def prepare_on_host(kind: str, port: Path) -> None:
+    """The target's host step before a sandboxed build of ``port`` (a Rust crate's
+    dependencies fetched, with network: the sandbox has none), for a driver server and a
+    one-shot job alike: one build path wherever the port is built."""
+    prepare = get_target(kind).load_code("host_prepare")
+    if prepare is not None:
+        prepare(port)
+
+
 class SandboxedDriver(IsolatedDriver):
     def __init__(
         self,
@@ -101,11 +110,8 @@ class SandboxedDriver(IsolatedDriver):
         self.recipe = recipe
         self.timeout_s = timeout_s
         self.sandbox = sandbox
-        prepare = (
-            get_target(recipe.kind).load_code("host_prepare") if recipe.side == "port" else None
-        )
-        if prepare is not None:  # on the host, with network; the build itself runs sandboxed
-            prepare(Path(recipe.target))
+        if recipe.side == "port":
+            prepare_on_host(recipe.kind, Path(recipe.target))
         self._scratch = Path(tempfile.mkdtemp(prefix=owned_prefix(recipe.side)))
         self._log_path = str(self._scratch / LOG)
         authkey = os.urandom(32)

@@ -23,9 +23,15 @@ from envforge.backends.frames import FrameClosed, FrameTimeout, FrameTooLong, re
 from envforge.errors import ContractViolation, DriverCrashed, DriverRaised, DriverTimeout
 from envforge.owned_names import owned_prefix
 from envforge.sandbox.base import Sandbox, SandboxError
-from envforge.sandbox.driver import CONNECT_TIMEOUT_S, connect_bounded, decode_reply
+from envforge.sandbox.driver import (
+    CONNECT_TIMEOUT_S,
+    connect_bounded,
+    decode_reply,
+    prepare_on_host,
+)
 from envforge.sandbox.leftovers import remove_tree
 from envforge.sandbox.serve_job import AUTHKEY, JOB, LOG, SOCKET
+from envforge.targets import target_of_port
 from envforge.untrusted_files import read_tail
 
 REPLY_CAP = 256 << 20
@@ -49,12 +55,16 @@ def run_job(
     what: str,
     side: str = "port",
     cap: int = REPLY_CAP,
+    port: Path | None = None,
 ) -> Any:
     """Run ``target`` (``"package.module:function"``) on ``args`` in ``sandbox`` and return its
     value, plain data only. ``timeout_s`` bounds the whole job, start to reply; ``readable``
-    are the host paths it must read (the port). A job that dies, passes its time, sends more
-    than ``cap`` bytes or anything but plain data is killed and raised as a DriverFailure of
-    ``side`` named ``what``; an exception it raised comes back as DriverRaised."""
+    are the host paths it must read (the port). A job that builds ``port`` gets the host step
+    a driver's build gets first (``prepare_on_host``). A job that dies, passes its time, sends
+    more than ``cap`` bytes or anything but plain data is killed and raised as a DriverFailure
+    of ``side`` named ``what``; an exception it raised comes back as DriverRaised."""
+    if port is not None:
+        prepare_on_host(target_of_port(port).name, port)
     module, function = target.split(":")
     deadline = time.monotonic() + timeout_s
     scratch = Path(tempfile.mkdtemp(prefix=owned_prefix(side)))

@@ -92,6 +92,7 @@ def train_on_port(ctx: VerifyContext, cfg: L4Config) -> TrainResult:
         env=dict(recipe.env) if recipe is not None else None,
         timeout_s=cfg.train_timeout_s,
         what="train",
+        port=port,
     )
     return training_result(payload, ctx.spec, cfg.ppo)
 

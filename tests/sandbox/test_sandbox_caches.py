@@ -98,3 +98,31 @@ def test_a_c_port_cannot_plant_a_library_the_next_verify_loads(kind: str, tmp_pa
     verify(spec, hostile, [0], options)  # its verdict does not matter: what it leaves does
     again = verify(spec, CARTPOLE_C.parent, [0], options)
     assert again.passed, again.levels[0].summary
+
+
+def test_a_job_that_builds_a_crate_gets_the_host_step_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bench battle --target rust`` on an empty cache failed: its sandboxed job built the
+    crate with no network while ``verify`` fetched the crate's dependencies on the host first.
+    Now a job on a port takes the driver's host step too (one build path): here a crate with no
+    dependencies, whose lock file is vendored (marked) on the host before the job runs."""
+    from envforge.sandbox.jobs import run_job
+
+    sandbox = opened("process")
+    cache = tmp_path / "cache" / "rust"  # an empty cache, as on a fresh machine
+    monkeypatch.setenv("ENVFORGE_RUST_CACHE", str(cache))
+    monkeypatch.delenv("ENVFORGE_RUST_VENDOR", raising=False)
+    crate = tmp_path / "crate"
+    (crate / "src").mkdir(parents=True)
+    (crate / "Cargo.toml").write_text(
+        '[package]\nname = "lone"\nversion = "0.1.0"\nedition = "2021"\n\n[lib]\n'
+        'crate-type = ["cdylib"]\n'
+    )
+    (crate / "src" / "lib.rs").write_text("pub fn f() {}\n")
+    value = run_job(
+        sandbox, "math:hypot", (3.0, 4.0), readable=(crate,), timeout_s=60, what="bench", port=crate
+    )
+    assert value == 5.0
+    assert (crate / "Cargo.lock").is_file()  # locked on the host, where there is network
+    assert list((cache / "vendor" / ".envforge").iterdir())  # and vendored there
