@@ -134,10 +134,15 @@ def check_error(data: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, st
 
 
 class PlayedQueue:
-    """The queue folder: numbers requests, writes them out, reads the replies back."""
+    """The queue folder: numbers requests, writes them out, reads the replies back.
 
-    def __init__(self, folder: Path) -> None:
+    ``answers`` (recorded responses, e.g. a cassette's) reply to the first requests by
+    themselves, in order: the same replies asked again by today's prompts (a cassette
+    re-recorded after a prompt changed); past the last one, replies come from the folder."""
+
+    def __init__(self, folder: Path, answers: list[dict[str, Any]] | None = None) -> None:
         self.folder = folder
+        self.answers = answers or []
         folder.mkdir(parents=True, exist_ok=True)
         taken = [int(p.name[:4]) for p in folder.glob("[0-9][0-9][0-9][0-9].request.json")]
         self.number = max(taken, default=0)
@@ -158,6 +163,8 @@ class PlayedQueue:
     ) -> tuple[int, dict[str, Any], dict[str, str]] | None:
         """The reply to request ``number`` once its file is there and usable (None: not yet)."""
         path = request_path(self.folder, number, "reply")
+        if not path.is_file() and number <= len(self.answers):
+            _write(path, json.dumps(answer_reply(self.answers[number - 1])) + "\n")
         if not path.is_file():
             return None
         try:
@@ -186,6 +193,19 @@ class PlayedQueue:
             f"{path.name} was not used (renamed to {number:04d}.reply.rejected-{k}.json): {why}\n"
             f"Write a corrected {path.name}.\n"
         )
+
+
+def answer_reply(response: dict[str, Any]) -> dict[str, Any]:
+    """A recorded response (``messages.response_to_dict``) as a reply file; its usage is left
+    to the server, since it belonged to the request it answered then."""
+    content: list[dict[str, Any]] = []
+    if response.get("text"):
+        content.append({"type": "text", "text": response["text"]})
+    for call in response.get("tool_calls", []):
+        content.append(
+            {"type": "tool_use", "id": call["id"], "name": call["name"], "input": call["arguments"]}
+        )
+    return {"content": content}
 
 
 def _write(path: Path, text: str) -> None:

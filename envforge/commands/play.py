@@ -31,6 +31,12 @@ def serve_command(
         ..., "--queue", help="Folder for NNNN.request.json / NNNN.reply.json."
     ),
     port: int = typer.Option(0, "--port", help="Port on 127.0.0.1 (0: any free one)."),
+    answers: Path = typer.Option(
+        None,
+        "--answers",
+        help="A cassette whose recorded replies answer the first requests by themselves (to "
+        "re-record a run after a prompt changed); later requests wait for reply files.",
+    ),
     hold_s: float = typer.Option(
         HOLD_S,
         "--hold-s",
@@ -45,7 +51,12 @@ def serve_command(
     queue; write NNNN.reply.json ({"content": [text and tool_use blocks]}) to answer it."""
     if hold_s <= 0 or hold_s >= 590:
         raise BadInput("--hold-s: give seconds between 0 and 590 (the SDK gives up at 600)")
-    server = PlayedServer(PlayedQueue(queue), port=port, hold_s=hold_s).start()
+    recorded = []
+    if answers is not None:
+        from envforge.agents.cassette import ReplayModel
+
+        recorded = [response for _, response in ReplayModel(answers).calls]
+    server = PlayedServer(PlayedQueue(queue, recorded), port=port, hold_s=hold_s).start()
     (queue / "url").write_text(server.url + "\n")
     print(f"played model: {server.url} answers from {queue}", flush=True)
     print(f"export ANTHROPIC_BASE_URL={server.url} ANTHROPIC_API_KEY={PLACEHOLDER_KEY}", flush=True)

@@ -246,6 +246,55 @@ def test_translate_runs_unchanged_against_a_played_model_and_replays_from_its_ca
     assert read["type"] == "tool_result" and not read["is_error"] and "lines 1-5" in read["content"]
 
 
+def test_a_cassette_is_re_recorded_against_changed_requests_with_the_same_replies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prompt change makes a cassette's replay stop at the first differing request; `play
+    serve --answers` asks today's requests and answers them with the recorded replies."""
+    from typer.testing import CliRunner
+
+    from envforge.agents.cassette import ReplayModel
+    from envforge.cli import app
+
+    calls = [
+        [{"type": "tool_use", "name": "list_files", "input": {"path": "."}}],
+        [{"type": "text", "text": "Stopping here."}],
+        [{"type": "text", "text": "Stopping, as I said."}],
+    ]
+    _clear(monkeypatch)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "played-model-no-key")
+
+    def translate(model: str, name: str, max_tokens: str, *extra: str) -> Any:
+        args = ["translate", "--ref", str(ROOT / "references/pong/pong.c"), "--model", model,
+                "--levels", "0", "--scale", "0.01", "--max-iters", "1", "--max-tokens", max_tokens,
+                "--json", "--out", str(tmp_path / name / "out"), "--workspace",
+                str(tmp_path / name / "ws"), "--ledger", str(tmp_path / name / "ledger.sqlite"),
+                *extra]  # fmt: skip
+        return CliRunner().invoke(app, args)
+
+    def serve(name: str, answers: list[dict[str, Any]] | None = None) -> PlayedServer:
+        server = PlayedServer(PlayedQueue(tmp_path / name, answers), hold_s=0.5).start()
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        return server
+
+    first = serve("q1")
+    playing = Playing(tmp_path / "q1", lambda n, body: {"content": calls[n - 1]})
+    old = tmp_path / "old.jsonl"
+    assert translate("claude-sonnet-4-6", "a", "4000", "--record", str(old)).exit_code == 1
+    playing.stop.set()
+    first.close()
+    assert "diverges from the recording" in str(translate(f"replay:{old}", "b", "3000").exception)
+
+    second = serve("q2", [response for _, response in ReplayModel(old).calls])
+    new = tmp_path / "new.jsonl"
+    again = translate("claude-sonnet-4-6", "c", "3000", "--record", str(new))
+    second.close()
+    assert again.exit_code == 1 and json.loads(again.stdout)["status"] == "iteration_limit"
+    replayed = translate(f"replay:{new}", "d", "3000")
+    assert replayed.exit_code == 1 and json.loads(replayed.stdout)["iterations"][0]["calls"] == 3
+    assert [c for _, c in ReplayModel(new).calls] == [c for _, c in ReplayModel(old).calls]
+
+
 @pytest.mark.slow  # two translate runs that verify pong at L0: ~90 s on two busy cores
 def test_a_played_port_that_verifies_replays_verified(played: PlayedServer, tmp_path: Path) -> None:
     good = (ROOT / "generated" / "pong" / "jax" / "pong.py").read_text()
