@@ -12,7 +12,7 @@ from envforge.spec_lookup import spec_for_name
 from envforge.targets import Target, get_target, target_names, target_of_port
 
 TARGETS = target_names()
-APIS = ("gymnax", "vector", "gymnasium")
+APIS = ("gymnax", "vector", "gymnasium", "pettingzoo", "pgx")
 
 
 def resolve(env: str | Path, target: str | None, spec: str | Path | None) -> tuple[EnvSpec, Path]:
@@ -46,6 +46,10 @@ def make(
       SAME_STEP); JAX and Rust ports.
     - ``"gymnax"`` (the default for a JAX port without ``num_envs``): gymnax's functional API.
     - ``"gymnasium"`` (the default for a Rust port without ``num_envs``): one ``gymnasium.Env``.
+    - ``"pettingzoo"`` (several agents taking turns, JAX ports): a PettingZoo ``AECEnv``, one game.
+    - ``"pgx"`` (the same): Pgx's functional API, ``init(key)`` and ``step(state, action)`` over
+      a state with ``current_player``, ``observation``, ``legal_action_mask``, ``rewards`` (one
+      per player), ``terminated`` and ``truncated``; jit- and vmap-able.
 
     ``strict_float`` (Rust): flush subnormals as the strict verification did; default from the
     spec. A JAX port computes with the process's XLA flags (``XLA_FLAGS=--xla_cpu_max_isa=SSE4_2``
@@ -60,6 +64,10 @@ def make(
     api = api or ("vector" if num_envs is not None else kind.default_api)
     if api not in APIS:
         raise BadInput(f"api must be one of {', '.join(APIS)}, got {api!r}")
+    if api in ("pettingzoo", "pgx"):
+        if not kind.python_module or num_envs is not None:
+            raise BadInput(f"the {api} API is one game of a JAX port (vmap the pgx one)")
+        return make_seats(env_spec, port, api)
     if api == "gymnax":
         if not kind.python_module:
             raise BadInput(f"the gymnax API needs a JAX port; {port} is a {kind.name} port")
@@ -77,6 +85,17 @@ def make(
     if api == "gymnasium":
         return PortEnv(env_spec, batch)
     return PortVectorEnv(env_spec, batch, autoreset_mode)
+
+
+def make_seats(env_spec: EnvSpec, port: Path, api: str) -> Any:
+    from envforge.envs.seat_envs import FunctionalSeats, port_aec_env, seats_of
+    from envforge.train.port_env import load_port
+
+    seats_of(env_spec)
+    module = load_port(port, env_spec.name)
+    return (
+        port_aec_env(module, env_spec) if api == "pettingzoo" else FunctionalSeats(module, env_spec)
+    )
 
 
 def make_gymnax(env_spec: EnvSpec, port: Path) -> Any:
