@@ -100,7 +100,7 @@ def port_aec_env(port: ModuleType, spec: EnvSpec) -> Any:
         )
     )
 
-    class PortAECEnv(AECEnv):  # type: ignore[misc]
+    class PortAECEnv(AECEnv):
         metadata = {"name": f"{spec.name}_envforge", "render_modes": [], "is_parallelizable": False}
 
         def __init__(self) -> None:
@@ -131,7 +131,7 @@ def port_aec_env(port: ModuleType, spec: EnvSpec) -> Any:
             self._state = reset_fn(port_seed)
             self.agents = names[:]
             self._cumulative_rewards = dict.fromkeys(names, 0.0)
-            self.infos = {a: {} for a in names}
+            self.infos: dict[str, dict] = {a: {} for a in names}
             self._read()
 
         def _read(self) -> None:
