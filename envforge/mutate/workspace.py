@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envforge.backends.jax import find_port_module
 from envforge.backends.recipe import Recipe, port_recipe, reference_recipe
 from envforge.errors import BadInput
 from envforge.mutate.mutant import Mutant
+from envforge.port_files import copy_port, list_port
 from envforge.resolve import resolve_port
 from envforge.rng.draws import is_rust_draws_copy
 from envforge.spec import EnvSpec, load_spec
 from envforge.targets import target_of_port
 
-IGNORED = shutil.ignore_patterns("__pycache__", "target", "*.so", ".pytest_cache", "*.pyc")
+BUILT = (".so", ".pyc")
+"""Build output never copied into a mutant's folder (caches and ``target/`` are never listed)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ def resolve_target(spec: EnvSpec, side: str, target: str, port: str | None) -> T
     port_path = resolve_port(spec, port, target).resolve()
     if side == "port":
         root = port_path if port_path.is_dir() else port_path.parent
+        _regular_only(root)
         kind = target_of_port(port_path)
         if kind.python_module:
             files: tuple[Path, ...] = (find_port_module(port_path, spec.name),)
@@ -54,8 +57,20 @@ def resolve_target(spec: EnvSpec, side: str, target: str, port: str | None) -> T
         path = spec.reference_path()
         if path is None:
             raise BadInput(f"{spec.reference} is not a file: only C and Python references mutate")
+        _regular_only(spec.root)
         return Target(spec, side, spec.root, (path.resolve(),), port_path)
     raise BadInput(f"--side: expected port or reference, got {side!r}")
+
+
+def _regular_only(root: Path) -> None:
+    """Refuse a folder to mutate that holds links or special files: each mutant is a copy of
+    it, made on the host, which would otherwise follow them (a port's link to a 0600 file)."""
+    refused = list_port(root).refused
+    if refused:
+        raise BadInput(
+            f"mutate: {root}: {'; '.join(r.line() for r in refused)}: envforge copies "
+            "only regular files into a mutant; replace each with the file itself"
+        )
 
 
 def materialize(target: Target, mutant: Mutant, workdir: Path) -> tuple[EnvSpec, Path]:
@@ -63,7 +78,8 @@ def materialize(target: Target, mutant: Mutant, workdir: Path) -> tuple[EnvSpec,
     dest = workdir / re.sub(r"[^\w.-]", "_", mutant.id)
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(target.root, dest, ignore=IGNORED)
+    files = list_port(target.root)  # the host's own listing: a mutant's copy follows no link
+    copy_port(replace(files, names=tuple(n for n in files.names if not n.endswith(BUILT))), dest)
     (dest / mutant.file).write_text(mutant.source)
     if target.side == "reference":
         return load_spec(dest / "env.toml"), target.port

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envforge.errors import BadInput
+from envforge.port_files import PortFiles, copy_port, list_port
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import SourceFile, reference_sources
 from envforge.spec import EnvSpec, load_spec
@@ -189,7 +190,7 @@ def write_workspace(spec: EnvSpec, target: str, out: Path, levels: str = "0-3") 
     try:
         if reference.exists():
             shutil.rmtree(reference)
-        shutil.copytree(spec.root, reference, ignore=shutil.ignore_patterns(*SKIPPED))
+        copy_port(_reference_files(spec), reference)  # regular files only, by the one rule
         tidy_copy(spec, reference)  # the implementer's part of README.md; no shipped ports
         for source in sources:
             if source.library is not None:
@@ -238,6 +239,20 @@ def _real_reference(spec: EnvSpec) -> str:
         return spec.reference
     suffix = spec.reference.split(":", 1)[1] if spec.reference_kind == "python" else ""
     return str(path.resolve()) + (f":{suffix}" if suffix else "")
+
+
+def _reference_files(spec: EnvSpec) -> PortFiles:
+    """The spec's folder as the host lists it, less what a workspace never gets; a link or
+    special file in it is refused by name (it would be followed into the agent's workspace)."""
+    files = list_port(spec.root)
+    if files.refused:
+        raise BadInput(f"{spec.root}: {files.refusal_text()}")
+
+    def kept(name: str) -> bool:
+        return not set(Path(name).parts) & set(SKIPPED)
+
+    names = tuple(n for n in files.names if kept(n))
+    return replace(files, names=names, folders=tuple(f for f in files.folders if kept(f)))
 
 
 def _shown_name(source: SourceFile, root: Path, reference: Path) -> str:

@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import PONG_PORT
+from conftest import PONG_PORT, run_cli
 from typer.testing import CliRunner
 
 from envforge.cli import app
@@ -245,3 +245,18 @@ def test_rules_draft_carries_no_link_from_the_version_folder(tmp_path: Path) -> 
         write_draft_workspace(RulesText.load(rules), "duel", draft, None, None, start=version)
     written = "".join(p.read_text() for p in draft.rglob("*") if p.is_file()) if draft.exists() else ""  # fmt: skip
     assert told not in written
+
+
+def test_mutate_refuses_a_port_folder_with_a_link_before_copying_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret, told = secret_file(tmp_path / "private")
+    port = tmp_path / "port"
+    port.mkdir()
+    (port / "pong.py").write_text(PONG_PORT.read_text())
+    (port / "notes.txt").symlink_to(secret)  # each mutant's copy would hold the secret
+    args = ["mutate", "pong", "--target", "jax", "--port", str(port), "--max", "1"]
+    code, out, err = run_cli([*args, "--sandbox", "none"], capsys)
+    assert code == 2, err[-2000:]
+    assert err.startswith("envforge: error: mutate: ") and len(err.strip().splitlines()) == 1
+    assert "notes.txt: a symbolic link" in err and told not in out + err
