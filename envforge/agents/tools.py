@@ -11,6 +11,7 @@ of the workspace, the project and the Python installation are hidden from what t
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +23,14 @@ from envforge.port_files import list_port
 from envforge.prompts.render import tool_specs
 from envforge.sandbox.base import Sandbox
 from envforge.sandbox.process import ProcessSandbox
+from envforge.untrusted.regular import NotPlainFile, read_file, write_file
 
 VerifyFn = Callable[[str], str]
 """Runs the verifier at the given levels (e.g. ``"0-3"``) and returns the report as text."""
 HEADER_ROOM = 200
 """Characters kept free for read_file's header line within the observation cap."""
+FILE_BYTES = 16 * 2**20
+"""Largest workspace file read_file or edit_file reads (ports are tens of kilobytes)."""
 HIDDEN = {".git", "__pycache__", ".hypothesis", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 
 
@@ -135,7 +139,7 @@ class WorkspaceTools:
         target = self.resolve(path)
         if not target.is_file():
             raise ToolError(f"{path}: no such file")
-        lines = target.read_text(errors="replace").splitlines(keepends=True)
+        lines = self._read(path, target).decode(errors="replace").splitlines(keepends=True)
         first = max(1, int(start_line))
         last = len(lines) if end_line is None else min(len(lines), int(end_line))
         if first > max(1, len(lines)):
@@ -167,8 +171,7 @@ class WorkspaceTools:
         for parent in target.relative_to(self.root).parents:
             if (self.root / parent).is_file():
                 raise ToolError(f"{path}: {parent} is a file, not a folder")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
+        self._write(path, target, content)
         return f"wrote {len(content)} characters to {self.relative(target)}"
 
     def edit_file(self, path: str, old: str, new: str) -> str:
@@ -178,7 +181,7 @@ class WorkspaceTools:
         if not old:
             raise ToolError("old must not be empty")
         try:
-            text = target.read_text()
+            text = self._read(path, target).decode()
         except UnicodeDecodeError:
             raise ToolError(f"{path}: not a UTF-8 text file; edit_file edits text only") from None
         count = text.count(old)
@@ -190,9 +193,28 @@ class WorkspaceTools:
             raise ToolError(
                 f"{path}: old text occurs {count} times; include more lines to make it unique"
             )
-        target.write_text(text.replace(old, new, 1))
+        self._write(path, target, text.replace(old, new, 1))
         line = text[: text.index(old)].count("\n") + 1
         return f"edited {self.relative(target)} at line {line}"
+
+    def _read(self, path: str, target: Path) -> bytes:
+        """A workspace file by the one rule: a FIFO or device the agent made is refused rather
+        than blocking the host, a file past the cap rather than filling its memory."""
+        try:
+            return read_file(target, FILE_BYTES, one_link=False)
+        except NotPlainFile as e:
+            raise ToolError(f"{path}: {e.why}") from None
+
+    def _write(self, path: str, target: Path, content: str) -> None:
+        """Written new by the one rule (a FIFO there is replaced, not opened), mode kept."""
+        try:
+            mode = os.lstat(target).st_mode
+        except FileNotFoundError:
+            mode = 0o644
+        try:
+            write_file(self.root, target.relative_to(self.root), content.encode(), mode)
+        except NotPlainFile as e:
+            raise ToolError(f"{path}: {e.why}") from None
 
     def list_files(self, path: str = ".") -> str:
         folder = self.resolve(path)

@@ -260,3 +260,28 @@ def test_mutate_refuses_a_port_folder_with_a_link_before_copying_it(
     assert code == 2, err[-2000:]
     assert err.startswith("envforge: error: mutate: ") and len(err.strip().splitlines()) == 1
     assert "notes.txt: a symbolic link" in err and told not in out + err
+
+
+# ---- the agent's file tools: no FIFO an agent made blocks the host ----------------------------
+
+
+def test_agent_file_tools_do_not_block_on_a_fifo(tmp_path: Path) -> None:
+    import os
+
+    from envforge.agents.tools import WorkspaceTools
+    from envforge.messages import ToolCall
+
+    ws = tmp_path / "ws"
+    (ws / "port").mkdir(parents=True)
+    os.mkfifo(ws / "port" / "pipe.py")  # as an agent's `mkfifo` in run_command leaves it
+    tools = WorkspaceTools(ws)
+
+    def call(name: str, **arguments: str) -> tuple[str, bool]:
+        result = tools.execute(ToolCall("1", name, arguments))
+        return result.content, result.is_error
+
+    for name, more in (("read_file", {}), ("edit_file", {"old": "a", "new": "b"})):
+        text, failed = call(name, path="port/pipe.py", **more)
+        assert failed, text
+    text, failed = call("write_file", path="port/pipe.py", content="x = 1\n")  # blocked before
+    assert not failed and (ws / "port" / "pipe.py").read_text() == "x = 1\n"  # replaced
