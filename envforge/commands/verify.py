@@ -22,7 +22,7 @@ from envforge.resolve import resolve_port, resolve_spec
 from envforge.sandbox.select import choose_sandbox
 from envforge.spec import EnvSpec
 from envforge.targets import default_target
-from envforge.untrusted.shown import indented, shown
+from envforge.untrusted.shown import indented, shown, visible
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_seed_sweep, verify
 from envforge.workspace.next_prompt import PACKAGE_ROOT, next_repair_prompt
@@ -161,7 +161,7 @@ def verify_command(
                 report, env_spec, Path(port_path), levels, rerun, [pin.root], follow_port=False
             )
             text = prompts.scrub_paths(shown_in_workspace(text, pin), roots)
-        print(text, end="")
+        print(visible(text), end="")  # it quotes the port, and may land on a terminal
     sys.exit(report.exit_code)
 
 

@@ -156,7 +156,8 @@ def test_a_port_raising_hostile_text_gets_a_report_and_exit_1(
     sandbox: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """End to end: the port raises on import with the hostile text; verify prints its report
-    (no MarkupError traceback) with the text escaped, and the real verdict is the only one."""
+    (no MarkupError traceback) with the text escaped, the real verdict the only one, and the
+    repair prompt (which may land on a terminal too) escaped as well."""
     from envforge.sandbox.confine import probe
 
     if not probe().read_only_mounts:
@@ -166,10 +167,11 @@ def test_a_port_raising_hostile_text_gets_a_report_and_exit_1(
     port.mkdir()
     hostile = f"raise RuntimeError({HOSTILE!r})\n"
     (port / "pong.py").write_text(PONG_PORT.read_text().replace(future, future + hostile, 1))
-    code, out, err = run_cli(
-        ["verify", "pong", "--port", str(port), "--levels", "0", "--sandbox", sandbox], capsys
-    )
+    args = ["verify", "pong", "--port", str(port), "--levels", "0", "--sandbox", sandbox]
+    code, out, err = run_cli([*args, "--repair-prompt"], capsys)
     assert code == 1, (out, err)
-    assert "Traceback" not in err
-    assert_shown_as_data(out, real_verdicts=1)
-    assert out.rstrip().splitlines()[-1] == "verdict: error"
+    assert "Traceback (most recent" not in err.splitlines()[0]
+    # the report goes to stderr beside the repair prompt on stdout: both show the text as data
+    assert_shown_as_data(err, real_verdicts=1)
+    assert err.rstrip().splitlines()[-1] == "verdict: error"
+    assert RAW_CONTROLS.search(out) is None and "\\x1b]0;pwned" in out, out
