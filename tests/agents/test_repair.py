@@ -155,6 +155,27 @@ def test_scripted_agent_repairs_a_planted_bug_from_the_localized_finding(tmp_pat
         assert (snapshot / "port" / "pong.py").is_file()
         assert (snapshot / "report.json").is_file() and (snapshot / "transcript.jsonl").is_file()
 
+    # the docs' table of a recorded run, from this workspace: the repair prompt cited the line
+    # of the constant the fix changed
+    import importlib.util
+
+    where = importlib.util.spec_from_file_location(
+        "played_runs", ROOT / "benchmarks" / "played_runs.py"
+    )
+    assert where is not None and where.loader is not None
+    table = importlib.util.module_from_spec(where)
+    where.loader.exec_module(table)
+    rows = table.run_rows(tmp_path / "ws")
+    assert [(r["kind"], r["calls"], r["verify_calls"], r["findings_shown"]) for r in rows] == [
+        ("translate", 4, 1, 0),
+        ("repair", 3, 0, 1),
+        ("optimize", 3, 0, 0),
+    ]
+    constant = good.splitlines().index(CORRECT) + 1
+    assert (rows[0]["named"], rows[1]["named"]) == ("—", f"yes (port/pong.py:{constant})")
+    assert sum(r["cost"] for r in rows) == Decimal("0.08625")
+    assert "| 2 | repair | submitted | equivalent | 3 |" in table.markdown(rows, "pong")
+
 
 def test_budget_stop_keeps_workspace_and_ledger_and_lands_an_unverified_port(
     tmp_path: Path,
