@@ -155,7 +155,8 @@ class PettingZooDriver(Driver):
             raise ContractViolation(self.side, "observe", f"{agent} has no action_mask")
         return np.asarray(mask).astype(bool)
 
-    def _observation(self, env: Any) -> np.ndarray:
+    def observation_of(self, env: Any) -> np.ndarray:
+        """Every agent's observation of ``env`` as it stands, agent first."""
         parts = [split_observation(env.observe(a))[0] for a in self.names]
         return np.stack([np.asarray(p) for p in parts]).astype(self.spec.observation.dtype)
 
@@ -197,7 +198,7 @@ class PettingZooDriver(Driver):
                 raise ContractViolation(self.side, "step", str(e)) from None
             logs.append(log)
             rows.append(self.read_row(env))
-            obs.append(self._observation(env))
+            obs.append(self.observation_of(env))
         after = stack_rows(self.spec, rows)
         seats = self.agents
         transition = Transition(
@@ -218,7 +219,7 @@ class PettingZooDriver(Driver):
         out = []
         for i, env in enumerate(self._pool(batch_size(state))):
             self.load_row(env, state, i)
-            out.append(self._observation(env))
+            out.append(self.observation_of(env))
         return np.stack(out)
 
     def source_files(self) -> list[Path]:

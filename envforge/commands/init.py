@@ -26,13 +26,15 @@ def env_name(reference: str) -> str:
     """``gymnasium:CartPole-v1`` -> ``cartpole``; ``envs/grid.py:GridEnv`` -> ``gridenv``;
     ``envs/pong.c`` -> ``pong``."""
     tail = Path(reference).stem if reference.endswith(".c") else reference.rsplit(":", 1)[-1]
+    if reference.startswith("pettingzoo:"):  # pettingzoo.classic.tictactoe_v3 -> tictactoe
+        tail = re.sub(r"_v\d+$", "", tail.rsplit(".", 1)[-1])
     tail = re.sub(r"-v\d+$", "", tail)
     return re.sub(r"[^a-z0-9_]+", "_", tail.lower()).strip("_") or "env"
 
 
 def _written_reference(ref: str, out: Path) -> str:
     """The reference as the spec in ``out`` names it (a file path relative to ``out``)."""
-    if ref.startswith("gymnasium:"):
+    if ref.startswith(("gymnasium:", "pettingzoo:")):
         return ref
     if ref.endswith(".c"):
         if not Path(ref).is_file():
@@ -41,7 +43,8 @@ def _written_reference(ref: str, out: Path) -> str:
     path, sep, cls = ref.rpartition(":")
     if not sep or not path.endswith(".py"):
         raise BadInput(
-            f"--ref: expected gymnasium:<id>, path/to/file.py:Class or path/to/env.c, got {ref!r}"
+            "--ref: expected gymnasium:<id>, pettingzoo:<module>, path/to/file.py:Class or "
+            f"path/to/env.c, got {ref!r}"
         )
     if not Path(path).is_file():
         raise BadInput(f"reference file not found: {path}")
@@ -117,7 +120,13 @@ def run_init(
     try:
         with console.status(f"drafting {env}") as status:
             config = SelfCheckConfig(episodes=episodes)
-            if reference.endswith(".c"):
+            if reference.startswith("pettingzoo:"):
+                from envforge.init.seats_draft import draft_seat_spec
+
+                draft = draft_seat_spec(reference, env, out.resolve(), options)
+                status.update(f"drafting {env}: self-check")
+                draft.check = self_check(draft.spec(), config)
+            elif reference.endswith(".c"):
                 draft = draft_c_spec(reference, env, out.resolve())
                 status.update(f"drafting {env}: self-check")
                 draft.check = self_check(draft.spec(), config)

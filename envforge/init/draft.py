@@ -65,6 +65,9 @@ class Draft:
     """The largest magnitude the observation and the reward took while tolerances were measured."""
     check: SelfCheckResult | None = None
     root: Any = None
+    agents: dict[str, Any] = field(default_factory=dict)
+    """Several agents: the ``[agents]`` table (``init/seats_draft.py``)."""
+    agents_note: str = ""
 
     def spec(self, fields: list[FieldDraft] | None = None) -> EnvSpec:
         from envforge.init.render import spec_table

@@ -88,6 +88,8 @@ def spec_table(draft: Draft, fields: list[FieldDraft]) -> dict[str, Any]:
         table["options"] = dict(draft.options)
     if draft.c:
         table["c"] = dict(draft.c)
+    if draft.agents:
+        table["agents"] = dict(draft.agents)
     return table
 
 
@@ -132,6 +134,8 @@ def render_toml(draft: Draft) -> str:
         out += ["", "# passed to the reference's constructor", "[options]", *_lines(draft.options)]
     if draft.c:
         out += ["", f"# {draft.c_note}", "[c]", *_lines(draft.c)]
+    if draft.agents:
+        out += ["", f"# {draft.agents_note}", "[agents]", *_lines(draft.agents)]
     out += ["", f"# {draft.observation_note}", "[observation]", *_lines(draft.observation)]
     if draft.action_note:
         out.append("")

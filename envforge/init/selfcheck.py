@@ -117,6 +117,10 @@ def self_check(spec: EnvSpec, config: SelfCheckConfig | None = None) -> SelfChec
     """Run L1–L3 of the reference against itself through ``spec``'s canonical state."""
 
     config = config or SelfCheckConfig()
+    if spec.reference_kind == "pettingzoo":
+        from envforge.init.seats_selfcheck import seat_self_check
+
+        return seat_self_check(spec, config)
     start = time.perf_counter()
     result = SelfCheckResult(env=spec.name, levels={lv: "pass" for lv in LEVELS})
     driver = reference_driver(spec)
