@@ -199,7 +199,7 @@ def test_every_shipped_workspace_states_the_specs_facts_once(env: str, tmp_path:
 
 def test_the_checker_finds_what_an_old_workspace_said(tmp_path: Path) -> None:
     """The checks above fail on a workspace as envforge wrote it before (the CHIP-8 Rust task of
-    issue 33: 44 KB, "compares with tolerances" beside "Comparison: exact", derive(Default) on
+    2026-12-02: 44 KB, "compares with tolerances" beside "Comparison: exact", derive(Default) on
     `[u8; 4096]`, README with status and the shipped ports, env.toml's [port])."""
     spec = load_spec(ROOT / "references" / "chip8" / "env.toml")
     root = tmp_path / "ws"

@@ -1,4 +1,4 @@
-"""The optimize step (issue 36 item 2): ``envforge prompt --optimize`` writes a workspace whose
+"""The optimize step: ``envforge prompt --optimize`` writes a workspace whose
 task is to make a verified port faster, with ./bench and ./profile beside ./verify; and
 ``translate --optimize`` keeps a round only if the port still verifies and the host measures it
 faster, else puts the last kept port back."""

@@ -1,4 +1,4 @@
-"""What an agent needs to read is in its workspace, in its own language (issue 33, point 6).
+"""What an agent needs to read is in its workspace, in its own language.
 
 A reference that wraps a library game (UNO and Leduc wrap rlcard) names the library modules
 holding the rules in env.toml's `library_modules`: the workspace carries a verbatim copy of each

@@ -1,4 +1,4 @@
-"""Duel, the demonstration of issue 37: a reference accepted from two versions drafted
+"""Duel, the demonstration of the rules-text path: a reference accepted from two versions drafted
 independently from a rules text (references/duel/README.md). The accepted version passes its
 rule cases and the spec's self-check, each version passes the other's rule cases, and the two
 agree at levels 0-3."""

@@ -127,7 +127,7 @@ def test_l4_policies_trained_on_the_port_transfer_to_the_reference() -> None:
 @pytest.mark.parametrize("layer", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_port_resets_deal_the_openings_the_reference_keeps(layer: bool) -> None:
     """The reference deals again while the opponent folds before the agent's first action; the
-    port draws from the kept deals directly (issue 36): the agent the small blind 3/5 of the
+    port draws from the kept deals directly: the agent the small blind 3/5 of the
     time, the opponent's opening call 1/5 and raise 1/5, never over, the 30 hand pairs
     uniform. With the speed layer on (hashed draws) and off (threefry)."""
     import jax

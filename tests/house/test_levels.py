@@ -1,4 +1,4 @@
-"""issue 33 item 3: the levels are declared once (``envforge/levels.py``); the runner, the
+"""The levels are declared once (``envforge/levels.py``); the runner, the
 ``--levels`` option, reports, the agent workspace and the docs' level tables all read it."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def test_each_level_names_a_module_that_runs_it() -> None:
         assert lv.module.rsplit(".", 1)[1] == f"level{lv.number}_{lv.name}"
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/DESIGN.md"])
+@pytest.mark.parametrize("doc", ["README.md", "docs/DESIGN.md", "docs/LEVELS.md"])
 def test_the_docs_level_tables_say_what_the_table_says(doc: str) -> None:
     rows = re.findall(r"^\| (L\d \w+) \| ([^|]+?) \|", (ROOT / doc).read_text(), re.M)
     assert rows == [(lv.title, lv.question) for lv in LEVELS], doc

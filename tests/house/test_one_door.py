@@ -1,4 +1,4 @@
-"""One door for untrusted code (issue 32, cases 1-3): every path that imports, builds, runs or
+"""One door for untrusted code: every path that imports, builds, runs or
 times a port goes through the sandbox the user chose, and the host trusts no number it says.
 
 Each case is a hostile port (the pong JAX port with code run when it is imported) that reads a

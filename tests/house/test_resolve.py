@@ -1,4 +1,4 @@
-"""issue 33 item 3: every command resolves its env, spec and port in one place
+"""Every command resolves its env, spec and port in one place
 (``envforge/resolve.py``), so a missing port is the same one line (exit 2) everywhere and an
 env name that disagrees with ``--spec`` is refused by every command that takes both."""
 

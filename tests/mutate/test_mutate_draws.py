@@ -49,7 +49,7 @@ def test_the_stochastic_ports_get_draw_mutants() -> None:
         source = (ROOT / "generated" / env / "jax" / f"{env}.py").read_text()
         counts.update(e.operator for e in python_edits(source, {}))
     # one per draw site: frozenlake 1, taxi 6 (2 in step, 4 in reset), blackjack 3 (2 in step,
-    # 1 in reset); the training resets draw through the speed layer's draws since issue 36
+    # 1 in reset); the training resets draw through the speed layer's draws
     assert counts["draw_skip"] == 10
     assert counts["wrong_end"] == 3  # blackjack's three DECK[index]
     assert counts["probability"] >= 3  # 1/3 (frozenlake), 0.8 and 0.3 (taxi)

@@ -1,4 +1,4 @@
-"""Distribution mode with power (issue 34): states from the whole horizon and steered to the
+"""Distribution mode with power: states from the whole horizon and steered to the
 reference's lines, rare branches tested with more samples, and a true "what it could detect".
 
 The ports under test (``tests/ports/{blackjack,frozenlake,taxi}_ownkey``) draw

@@ -1,4 +1,4 @@
-"""Own-key ports of the card games (issue 34): Leduc Hold'em and UNO drawing from their own
+"""Own-key ports of the card games: Leduc Hold'em and UNO drawing from their own
 ``jax.random`` key (``tests/ports/{leduc,uno}_ownkey``), verified in distribution mode, and a
 bug planted in a branch random play reaches in under 1% of steps caught at default scale:
 

@@ -1,4 +1,4 @@
-"""Own-key ports of the shipped dice and coin games (issue 34): Pig (a C reference rolling
+"""Own-key ports of the shipped dice and coin games: Pig (a C reference rolling
 through its draw hook) and Duel (a Gamble's coin) drawing from their own ``jax.random`` key
 (``tests/ports/{pig,duel}_ownkey``), verified in distribution mode, and a bug planted in a
 branch random play reaches in under 1% of steps caught at default scale, naming the field:

@@ -1,4 +1,4 @@
-"""The host never opens a path the sandboxed side chose (issue 32, cases 4, 5 and 9).
+"""The host never opens a path the sandboxed side chose.
 
 What the host shows of a port (port lines in findings and the JSON report, repair prompts,
 iteration snapshots, ``--out``) comes only from files it listed itself in the port folder

@@ -1,5 +1,4 @@
-"""Every read from a driver server has a deadline and a size cap; --timeout covers the import
-(issue 32, cases 11 and 12).
+"""Every read from a driver server has a deadline and a size cap; --timeout covers the import.
 
 Case 11: a port that, from inside its server, writes a frame header announcing more than it
 sends and then stalls held the verifier for good (``Connection.poll`` saw the header, and
@@ -117,7 +116,7 @@ def verify_timed(kind: str, port: Path) -> tuple[str, str, float]:
 def test_a_partial_reply_in_reset_is_a_timeout_finding_within_the_call_timeout(
     kind: str, tmp_path: Path
 ) -> None:
-    """The issue's case 11 (it hung past 240 s with --timeout 30), with a length under the cap
+    """The hostile-user probe's hanging frame (it hung past 240 s with --timeout 30), with a length under the cap
     (one over it is the next test)."""
     _partial_reply(kind, "reset", tmp_path)
 
@@ -142,7 +141,7 @@ def _partial_reply(kind: str, where: str, tmp_path: Path) -> None:
 def test_a_reply_announced_beyond_the_cap_is_a_contract_finding_at_once(
     kind: str, tmp_path: Path
 ) -> None:
-    """The issue's probe: a header announcing 100 MB in ``reset``."""
+    """The hostile-user probe: a header announcing 100 MB in ``reset``."""
     check, text, elapsed = verify_timed(kind, hostile_port(tmp_path / "port", "reset", 10**8))
     assert check.split(".")[0] == "contract", text
     assert "announced 100,000,000 bytes" in text, text

@@ -1,4 +1,4 @@
-"""Holes a hostile-user probe found in the sandboxes (issue 16, items 1-6), one test each.
+"""Holes a hostile-user probe found in the sandboxes, one test each.
 
 Each test is a hostile agent command (``Sandbox.run``) or a hostile port that the verifier
 drives, in the sandboxes the hole concerns: it reaches for the docker daemon's socket, plants

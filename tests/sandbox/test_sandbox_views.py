@@ -1,4 +1,4 @@
-"""What a sandbox shows, lets reach and leaves behind (issue 32, cases 6, 7, 8 and 10).
+"""What a sandbox shows, lets reach and leaves behind.
 
 Each test is a hostile agent command (``Sandbox.run``) or a hostile port the verifier drives,
 in the sandboxes the case concerns (process and docker; docker is skipped without an engine):

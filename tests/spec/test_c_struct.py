@@ -1,4 +1,4 @@
-"""The C struct parser: array sizes written as the file's integer constants (issue 33)."""
+"""The C struct parser: array sizes written as the file's integer constants."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hostile input (issue 32, cases 13-16): nesting depth, special files, symlinked workspace
+"""Hostile input: nesting depth, special files, symlinked workspace
 parts, names with control characters. Each is bad input, refused with one line on stderr and
 exit code 2 (never a traceback, a hang or a write through a link); a port's own Cargo.toml is a
 finding about the port instead."""

@@ -1,4 +1,4 @@
-"""Specs that are legal but awkward (issue 34, item 5): a ``valid`` rule that almost no drawn
+"""Specs that are legal but awkward: a ``valid`` rule that almost no drawn
 state satisfies is bad input (one line, exit 2, the --json report still printed), and
 ``tape_size`` bounds a tape only: in distribution mode nothing is replayed, so a reference may
 draw as many numbers in a step as it likes."""

@@ -1,4 +1,4 @@
-"""A safe `envforge init` (issue 34): whole-number fields are exact, a tolerance comes only from
+"""A safe `envforge init`: whole-number fields are exact, a tolerance comes only from
 measured float error and stays on its own field, a drafted spec never passes a port that doubles
 the reward, ranges that make the reference raise are narrowed, the game object a wrapper holds
 is probed (with the generator it holds deeper), and the fields the observation reads are kept."""

@@ -1,4 +1,4 @@
-"""issue 36 item 1: `envforge bench --port P` times a candidate port beside the reference, and
+"""`envforge bench --port P` times a candidate port beside the reference, and
 `envforge profile` names the lines of a JAX port where one batched step spends its work, both
 through the sandbox's door (a sandboxed job; the process sandbox here)."""
 

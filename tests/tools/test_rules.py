@@ -1,4 +1,4 @@
-"""`envforge rules` (issue 37): rule cases that cite the rules text, versions of a reference
+"""`envforge rules`: rule cases that cite the rules text, versions of a reference
 compared with the ordinary levels, and each disagreement a rule question quoting the rules."""
 
 from __future__ import annotations

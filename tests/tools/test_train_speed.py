@@ -1,4 +1,4 @@
-"""benchmarks/train_speed.py (issue 36 item 4): PPO on an env's best port against PPO on its
+"""benchmarks/train_speed.py: PPO on an env's best port against PPO on its
 reference, side by side, and the "Training speed (PPO)" table docs/BENCHMARKS.md renders from
 its JSON. Run at a tiny size: these check that the script measures both sides and writes what
 the docs render, never how fast anything is (speed is only ever printed by benchmarks)."""
@@ -42,7 +42,7 @@ def test_train_speed_measures_a_rust_port_and_its_reference(tmp_path: Path) -> N
     result = json.loads((tmp_path / "train-blackjack-2x4.json").read_text())
     check_result(result, "blackjack", "rust")
     assert result["port"]["trainer"] == result["reference_side"]["trainer"] == "host loop"
-    assert result["target_x"] == 10.0  # the issue's target for an env the network may dominate
+    assert result["target_x"] == 10.0  # the target for an env the network may dominate
     section = training_section(load_results(tmp_path))
     assert section.startswith("## Training speed (PPO)")
     assert "| blackjack | rust port, host loop |" in section
