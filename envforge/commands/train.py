@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from rich.table import Table
 from envforge import bounds
 from envforge.backends.recipe import open_driver, port_recipe
 from envforge.commands import options
-from envforge.errors import BadInput
+from envforge.errors import BadInput, DriverRaised, EnvforgeError
 from envforge.resolve import existing_port, spec_for_port
 from envforge.targets import target_of_port
 from envforge.train.config import l4_config
@@ -76,7 +77,13 @@ def train_command(
     from envforge.train.progress import training_progress
 
     console = Console(stderr=True) if as_json else Console()
-    module = load_port(port_path, env_spec.name)
+    try:  # in this process, as documented: a port that does not import is a verdict on it
+        module = load_port(port_path, env_spec.name)
+    except EnvforgeError:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever the port's import raised
+        detail = traceback.format_exc()
+        raise DriverRaised("port", "import", f"raised {type(e).__name__}: {e}", detail) from None
     with training_progress(
         console, f"PPO {env_spec.name} x{k}", ppo.steps_per_seed * k
     ) as progress:

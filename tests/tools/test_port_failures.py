@@ -90,3 +90,14 @@ def test_rules_compare_help_says_where_each_version_runs(
     assert code == 0
     assert "version 1 is the reference side and runs on the host" in said, said
     assert "outside any sandbox" in said and "runs in the sandbox --sandbox names" in said
+
+
+def test_train_on_a_port_that_does_not_import_is_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``envforge train`` imports the port in this process (as documented): a port whose
+    import raises is a verdict on it, not a traceback."""
+    port = broken_copy(PONG_PORT, tmp_path / "port", "from __future__ import annotations\n")
+    args = ["train", "--port", str(port), "--env", "pong", "--eval-episodes", "0"]
+    code, out, err = run_cli(args, capsys)
+    assert_port_failed(code, out, err)
