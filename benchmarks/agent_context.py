@@ -35,9 +35,9 @@ from envforge.agents.loop import Agent, AgentLimits
 from envforge.agents.scripted import ScriptedModel, reply
 from envforge.agents.tools import WorkspaceTools
 from envforge.cost.prices import load_price_table
-from envforge.messages import ModelRequest, user
+from envforge.agents.messages import ModelRequest, user
 from envforge.prompts.render import translation_prompt
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "claude-sonnet-4-6"

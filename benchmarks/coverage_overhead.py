@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 from envforge.backends.c import CDriver  # noqa: E402
 from envforge.backends.gymnasium import GymnasiumDriver  # noqa: E402
 from envforge.bench.measure import Measurement, calls_run, interleaved  # noqa: E402
-from envforge.spec_lookup import spec_for_name  # noqa: E402
+from envforge.spec import spec_for_name  # noqa: E402
 from envforge.verify.strategies import sample_actions, sample_states  # noqa: E402
 
 

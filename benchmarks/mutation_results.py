@@ -35,7 +35,7 @@ from envforge.mutate.campaign import run_campaign
 from envforge.mutate.rerun import put_back
 from envforge.mutate.workspace import resolve_target
 from envforge.spec import load_spec
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import parse_seed_sweep
 

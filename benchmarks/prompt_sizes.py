@@ -22,7 +22,7 @@ from pathlib import Path
 
 from envforge.cost.prices import load_price_table
 from envforge.prompts.render import estimate_tokens, tool_specs, translation_prompt
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 
 ROOT = Path(__file__).resolve().parents[1]
 MILLION = Decimal(1_000_000)

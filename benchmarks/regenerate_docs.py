@@ -27,7 +27,7 @@ from envforge.bench.measure import BenchSettings
 from envforge.bench.suite import find_ports, run_bench
 from envforge.bench.train_table import load_results, training_section
 from envforge.resolve import candidate_port
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -68,7 +68,7 @@ def page_header(now: str, machine: str, load_line: str) -> list[str]:
         "or `--port` re-measure one port's rows (each such row names its own date, CPU, load "
         "and command). How the rows are measured and how to read them: docs/BENCH.md.",
         "",
-        "The hand-written JAX ports run with their speed layer on (`envforge/speed_layer.py`); "
+        "The hand-written JAX ports run with their speed layer on (`envforge/kit/speed_layer.py`); "
         "what it gains, measured on and off side by side, is in `docs/SPEED_LAYER.md`.",
         "",
         f"Machine: {machine} "

@@ -38,7 +38,7 @@ BATCHES = (1024, 4096, 16384, 65536)
 def measure_rust(batches: tuple[int, ...], repeats: int, min_run_s: float) -> dict:
     """In this process (RAYON_NUM_THREADS already set by the caller): SPS per batch size."""
     from envforge.backends.rust import RustDriver
-    from envforge.spec_lookup import spec_for_name
+    from envforge.spec import spec_for_name
 
     spec = spec_for_name("pong")
     start = time.perf_counter()
@@ -108,7 +108,7 @@ def main() -> None:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from envforge.bench.c_loop import measure_c_loop
     from envforge.bench.jax_loop import measure_jax
-    from envforge.spec_lookup import spec_for_name
+    from envforge.spec import spec_for_name
 
     spec = spec_for_name("pong")
     settings = BenchSettings(

@@ -52,7 +52,8 @@ from envforge.bench.python_loop import env_factory  # noqa: E402
 from envforge.bench.train_table import training_table  # noqa: E402
 from envforge.envs.make import make  # noqa: E402
 from envforge.spec import EnvSpec  # noqa: E402
-from envforge.spec_lookup import default_port, spec_for_name  # noqa: E402
+from envforge.resolve import default_port  # noqa: E402
+from envforge.spec import spec_for_name  # noqa: E402
 from envforge.targets import get_target  # noqa: E402
 from envforge.train.config import PPOConfig, l4_config  # noqa: E402
 from envforge.train.host_ppo import train_host  # noqa: E402

@@ -40,7 +40,8 @@ import numpy as np  # noqa: E402
 import envforge  # noqa: E402
 from envforge.bench.measure import Measurement, calls_run, interleaved  # noqa: E402
 from envforge.spec import EnvSpec  # noqa: E402
-from envforge.spec_lookup import default_port, spec_for_name  # noqa: E402
+from envforge.resolve import default_port  # noqa: E402
+from envforge.spec import spec_for_name  # noqa: E402
 from envforge.verify.policies import random_actions  # noqa: E402
 
 SCAN = 64

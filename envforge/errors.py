@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 
 class EnvforgeError(Exception):
     """Base class for every error envforge raises on purpose."""
@@ -76,3 +78,16 @@ class DriverTimeout(DriverFailure):
 
 class ContractViolation(DriverFailure):
     check = "contract"
+
+
+class BudgetExceeded(EnvforgeError):
+    """The next call could push spending past the budget, so it was not made."""
+
+    def __init__(self, limit: Decimal, spent: Decimal, worst_case: Decimal) -> None:
+        self.limit = limit
+        self.spent = spent
+        self.worst_case = worst_case
+        super().__init__(
+            f"budget ${limit} would be exceeded: spent ${spent:.6f}, "
+            f"next call could cost up to ${worst_case:.6f}"
+        )

@@ -3,8 +3,8 @@ the spec; ``--port`` and ``--target`` give the port. Every command (verify, benc
 mutate, prompt, mcp, translate, train, rules) and ``envforge.make`` ask here, so they agree on
 what each option means and say the same one line when something is missing (exit 2).
 
-(``spec_lookup.py`` below it finds specs and shipped ports on disk; this module decides which
-of the user's options win.)
+(``envforge/spec/lookup.py`` below it finds specs on disk; this module finds shipped ports and
+decides which of the user's options win.)
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from pathlib import Path
 
 from envforge.backends.jax import find_port_module
 from envforge.errors import BadInput, PortNotFound
-from envforge.spec import EnvSpec, load_spec
-from envforge.spec_lookup import default_port, spec_for_name, spec_for_reference
+from envforge.spec import EnvSpec, load_spec, project_roots, spec_for_name, spec_for_reference
 from envforge.targets import get_target, target_of_port
 
 SpecFromRef = Callable[[str, "str | None"], EnvSpec]
@@ -126,3 +125,12 @@ def spec_for_port(port: Path, env: str | None = None, spec: str | Path | None = 
         except BadInput:
             continue
     raise BadInput(f"cannot tell which env {port} ports; pass --env or --spec")
+
+
+def default_port(spec: EnvSpec, target: str = "jax") -> Path:
+    get_target(target)  # an unknown target is refused by name
+    rel = spec.port.get(target, f"generated/{spec.name}/{target}")
+    for root in [*project_roots(), spec.root.parent.parent]:
+        if (root / rel).exists():
+            return root / rel
+    raise BadInput(f"no {target} port found for {spec.name} at {rel}; pass --port")

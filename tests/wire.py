@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from envforge.agents.model import ProviderModel, RetryPolicy
-from envforge.messages import (
+from envforge.agents.messages import (
     Message,
     ModelRequest,
     TextPart,
@@ -29,6 +28,7 @@ from envforge.messages import (
     Usage,
     user,
 )
+from envforge.agents.model import ProviderModel, RetryPolicy
 
 SECRET = "sk-test-SECRET-0123456789"
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,6 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from envforge.agents.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    Usage,
+    arguments_or_invalid,
+)
 from envforge.agents.model import (
     ClassifiedError,
     ErrorKind,
@@ -21,16 +31,6 @@ from envforge.agents.model import (
     one_line,
     status_error,
     status_kind,
-)
-from envforge.messages import (
-    Message,
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCall,
-    ToolResult,
-    Usage,
-    arguments_or_invalid,
 )
 
 EPHEMERAL = {"type": "ephemeral"}

@@ -17,9 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from envforge.errors import BadInput, EnvforgeError
-from envforge.input_files import SCRIPT_BYTES, InputFileError, read_text
-from envforge.messages import (
+from envforge.agents.messages import (
     Model,
     ModelRequest,
     ModelResponse,
@@ -27,6 +25,8 @@ from envforge.messages import (
     response_from_dict,
     response_to_dict,
 )
+from envforge.errors import BadInput, EnvforgeError
+from envforge.untrusted.input_files import SCRIPT_BYTES, InputFileError, read_text
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)

@@ -13,6 +13,15 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from envforge.agents.messages import (
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    Usage,
+    arguments_or_invalid,
+)
 from envforge.agents.model import (
     ClassifiedError,
     ErrorKind,
@@ -22,15 +31,6 @@ from envforge.agents.model import (
     one_line,
     status_error,
     status_kind,
-)
-from envforge.messages import (
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCall,
-    ToolResult,
-    Usage,
-    arguments_or_invalid,
 )
 
 BASE_URL_VARIABLE = "GOOGLE_GEMINI_BASE_URL"

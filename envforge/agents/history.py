@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from envforge.messages import Message, Part, TextPart, ToolCall, ToolResult
+from envforge.agents.messages import Message, Part, TextPart, ToolCall, ToolResult
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from envforge.agents.history import HistoryLimits, compact
+from envforge.agents.messages import (
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolResult,
+)
 from envforge.agents.model import ContextOverflow
 from envforge.agents.tools import WorkspaceTools
-from envforge.cost.budget import BudgetExceeded
-from envforge.errors import BadInput
-from envforge.levels import parse_levels
-from envforge.messages import Message, Model, ModelRequest, ModelResponse, TextPart, ToolResult
+from envforge.errors import BadInput, BudgetExceeded
+from envforge.verify.levels import parse_levels
 
 EventFn = Callable[[str], None]
 MessageFn = Callable[[Message], None]

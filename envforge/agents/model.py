@@ -1,5 +1,5 @@
 """The retry policy and error kinds every live provider shares (the ``Model`` interface itself
-is in ``envforge/messages.py``).
+is in ``envforge/agents/messages.py``).
 
 A provider adapter subclasses :class:`ProviderModel`: it sends one request through its SDK
 (with the SDK's own retries turned off) and sorts the SDK's errors into the kinds below. This
@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
+from envforge.agents.messages import ModelRequest, ModelResponse
 from envforge.errors import BadInput, EnvforgeError
-from envforge.messages import ModelRequest, ModelResponse
 
 log = logging.getLogger("envforge.agents")
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envforge.agents.messages import ModelRequest, ModelResponse, Usage
 from envforge.agents.model import ModelError
 from envforge.agents.scripted import reply
 from envforge.errors import BadInput
-from envforge.input_files import SCRIPT_BYTES, InputFileError, read_text
-from envforge.messages import ModelRequest, ModelResponse, Usage
+from envforge.untrusted.input_files import SCRIPT_BYTES, InputFileError, read_text
 
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 

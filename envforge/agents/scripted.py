@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from envforge.agents.messages import ModelRequest, ModelResponse, ToolCall, Usage
 from envforge.agents.model import ModelError
-from envforge.messages import ModelRequest, ModelResponse, ToolCall, Usage
 
 ScriptEntry = ModelResponse | Callable[[ModelRequest], ModelResponse]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envforge.agents.messages import Model
 from envforge.agents.model import RetryPolicy, UnknownModel
-from envforge.messages import Model
 
 PROVIDER_PREFIXES = ("claude-", "gemini-", "openai:", "replay:", "scripted:")
 

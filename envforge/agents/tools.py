@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from envforge.agents.host_paths import hide_host_paths
-from envforge.messages import INVALID_ARGUMENTS, ToolCall, ToolResult, ToolSpec
-from envforge.port_files import list_port
-from envforge.prompts.render import tool_specs
+from envforge.agents.messages import INVALID_ARGUMENTS, ToolCall, ToolResult, ToolSpec
+from envforge.prompts.tools import tool_specs
 from envforge.sandbox.base import Sandbox
 from envforge.sandbox.process import ProcessSandbox
+from envforge.untrusted.port_files import list_port
 from envforge.untrusted.regular import NotPlainFile, read_file, write_file
 
 VerifyFn = Callable[[str], str]
@@ -66,12 +66,15 @@ class WorkspaceTools:
         """The levels the port must pass to be done (the job's), as ``--levels`` takes them."""
         self.sandbox = sandbox or ProcessSandbox()
         self.limits = limits or ToolLimits()
-        self.specs: tuple[ToolSpec, ...] = tool_specs(
-            levels,
-            wall_s=self.sandbox.limits.wall_s,
-            output_chars=self.sandbox.limits.output_chars,
-            read_chars=self.limits.read_chars,
-            list_limit=self.limits.list_limit,
+        self.specs: tuple[ToolSpec, ...] = tuple(
+            ToolSpec(*spec)
+            for spec in tool_specs(
+                levels,
+                wall_s=self.sandbox.limits.wall_s,
+                output_chars=self.sandbox.limits.output_chars,
+                read_chars=self.limits.read_chars,
+                list_limit=self.limits.list_limit,
+            )
         )
         self._handlers: dict[str, Callable[..., str]] = {
             "read_file": self.read_file,

@@ -40,7 +40,7 @@ import numpy as np
 from envforge.backends.base import State
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
-from envforge.spec_sections import StateField
+from envforge.spec.tables import StateField
 
 ELAPSED_STEPS = "@elapsed_steps"
 SEED = "@seed"

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from envforge.coverage.lines import LineCoverage
-from envforge.digest.blocks import state_digests
 from envforge.errors import ContractViolation
+from envforge.native.digest.blocks import state_digests
 from envforge.rng.draws import DrawLog
 from envforge.spec import EnvSpec
 

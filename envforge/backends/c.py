@@ -22,15 +22,15 @@ import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, canonicalize
 from envforge.cache import cache_root
-from envforge.cc import c_compiler
 from envforge.coverage.gcov import GcovBuild
 from envforge.coverage.lines import LineCoverage
-from envforge.digest.blocks import join, state_digests
 from envforge.errors import BadInput, ContractViolation
 from envforge.native import c_draws
 from envforge.native.c_shim import shim_source
 from envforge.native.c_struct import StructMember, parse_struct
 from envforge.native.c_threads import sweep_threads
+from envforge.native.cc import c_compiler
+from envforge.native.digest.blocks import join, state_digests
 from envforge.rng.draws import DrawLog, row_seeds
 from envforge.spec import EnvSpec
 

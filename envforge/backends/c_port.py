@@ -22,10 +22,10 @@ import shutil
 from pathlib import Path
 
 from envforge.backends.c import CDriver
-from envforge.cc import c_compiler
 from envforge.errors import BadInput, ContractViolation
+from envforge.native.cc import c_compiler
 from envforge.spec import EnvSpec
-from envforge.spec_sections import CSettings
+from envforge.spec.tables import CSettings
 
 SUFFIXES = (".h", ".c")
 RESET = re.compile(r"\bvoid\s+(?P<prefix>\w+)_reset\s*\(\s*(?P<struct>\w+)\s*\*")

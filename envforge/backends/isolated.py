@@ -44,9 +44,9 @@ from envforge.errors import (
     DriverRaised,
     DriverTimeout,
 )
-from envforge.owned_names import owned_prefix
 from envforge.rng.draws import DrawLog
-from envforge.untrusted_files import read_tail
+from envforge.untrusted.owned_names import owned_prefix
+from envforge.untrusted.sandbox_logs import read_tail
 
 _FAILURES = {
     "ContractViolation": ContractViolation,

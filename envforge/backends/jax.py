@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, batch_size
-from envforge.digest.blocks import join
 from envforge.errors import BadInput, ContractViolation
 from envforge.kit.contract import JaxPort, JaxPortWithDraws, lacks, members
+from envforge.native.digest.blocks import join
 from envforge.rng.draws import DrawLog
 from envforge.spec import EnvSpec
 

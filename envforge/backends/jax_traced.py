@@ -11,8 +11,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from envforge.digest.blocks import LANE_START, fold_index, word_key
 from envforge.errors import ContractViolation
+from envforge.native.digest.blocks import LANE_START, fold_index, word_key
 from envforge.rng import jax_draws
 from envforge.spec import EnvSpec
 

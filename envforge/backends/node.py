@@ -33,9 +33,9 @@ import numpy as np
 
 from envforge.backends.base import Driver, State, Transition
 from envforge.errors import BadInput, DriverCrashed, DriverRaised, DriverTimeout
-from envforge.owned_names import owned_prefix
 from envforge.spec import EnvSpec
-from envforge.untrusted_files import read_tail
+from envforge.untrusted.owned_names import owned_prefix
+from envforge.untrusted.sandbox_logs import read_tail
 
 RUNNER = Path(__file__).with_name("node_runner.js")
 NODE_DTYPES = ("float32", "float64", "int32", "uint32", "uint8", "bool")

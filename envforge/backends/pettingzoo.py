@@ -37,7 +37,7 @@ from envforge.errors import BadInput, ContractViolation
 from envforge.rng.draws import DrawLog, row_seeds
 from envforge.rng.recorder import RowLog, UnsupportedDraw, logs_to_array, module_draws, recording
 from envforge.spec import EnvSpec
-from envforge.spec_sections import Agents
+from envforge.spec.tables import Agents
 
 POOL_MAX = 64
 

@@ -66,8 +66,8 @@ def read_source(path: Path) -> str:
 
 
 def _check_c(spec: EnvSpec, source: str) -> None:
-    from envforge.cc import c_compiler
     from envforge.native.c_struct import parse_struct
+    from envforge.native.cc import c_compiler
 
     assert spec.c is not None  # the spec loader requires a [c] table for a C reference
     try:

@@ -11,9 +11,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from envforge.agents.messages import Usage
 from envforge.batch.manifest import Manifest
 from envforge.batch.store import STATES, BatchStore, Spending
-from envforge.messages import Usage
 from envforge.untrusted.shown import indented, one_line, shown
 
 STATE_COLORS = {

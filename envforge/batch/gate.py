@@ -28,8 +28,9 @@ from decimal import Decimal
 from typing import Protocol
 
 from envforge.batch.store import BatchStore, JobOutcome, LoggedCall
-from envforge.cost.budget import Budget, BudgetExceeded, reconciled_worst_case
+from envforge.cost.budget import Budget, reconciled_worst_case
 from envforge.cost.ledger import LedgerEntry
+from envforge.errors import BudgetExceeded
 
 
 @dataclass(frozen=True)

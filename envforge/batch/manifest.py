@@ -17,11 +17,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, field_validator
 
-from envforge import bounds
 from envforge.errors import BadInput, SpecError
-from envforge.input_files import InputFileError, load_toml
-from envforge.levels import parse_levels
+from envforge.spec import bounds
 from envforge.targets import target_names
+from envforge.untrusted.input_files import InputFileError, load_toml
+from envforge.verify.levels import parse_levels
 
 NAME_RULE = bounds.NAME_RULE
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 from envforge import __version__
 from envforge.batch.gate import Channel, ProgressUpdate
-from envforge.port_files import list_port
 from envforge.prompts.sources import reference_sources
 from envforge.spec import EnvSpec
 from envforge.translate.orchestrate import Measurer, Verifier
 from envforge.translate.throughput import Throughput
+from envforge.untrusted.port_files import list_port
 from envforge.verify.context import VerifyOptions
 from envforge.verify.verdict import Report
 

@@ -12,12 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from envforge.agents.select import skip_calls
-from envforge.batch.gate import CallRecord, Channel, ProgressUpdate, Refusal, budget_error
-from envforge.cost.meter import BaseMeter
-from envforge.cost.prices import Price
-from envforge.errors import EnvforgeError
-from envforge.messages import (
+from envforge.agents.messages import (
     Model,
     ModelRequest,
     ModelResponse,
@@ -25,6 +20,11 @@ from envforge.messages import (
     response_from_dict,
     response_to_dict,
 )
+from envforge.agents.select import skip_calls
+from envforge.batch.gate import CallRecord, Channel, ProgressUpdate, Refusal, budget_error
+from envforge.cost.meter import BaseMeter
+from envforge.cost.prices import Price
+from envforge.errors import EnvforgeError
 
 
 class ResumeDiverged(EnvforgeError):

@@ -18,14 +18,13 @@ from envforge.backends.reference_check import check_reference
 from envforge.batch.manifest import JobEntry, Manifest
 from envforge.cost.prices import Price, load_price_table, price_from_options
 from envforge.errors import BadInput
-from envforge.levels import parse_levels
 from envforge.prompts.render import target
 from envforge.resolve import resolve_spec
-from envforge.spec import EnvSpec
-from envforge.spec_lookup import reference_file, references_dirs
+from envforge.spec import EnvSpec, reference_file, references_dirs
 from envforge.translate.orchestrate import RepairConfig
 from envforge.translate.workspace import check_out_dir
 from envforge.verify.context import VerifyOptions
+from envforge.verify.levels import parse_levels
 
 
 @dataclass(frozen=True)

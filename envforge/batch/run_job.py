@@ -13,6 +13,7 @@ import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from envforge.agents.messages import Model
 from envforge.agents.model import one_line
 from envforge.agents.select import open_model
 from envforge.batch.gate import Channel, Gate, ProgressUpdate
@@ -22,8 +23,6 @@ from envforge.batch.plan import JobPlan
 from envforge.batch.store import JobOutcome
 from envforge.cost.prices import Price
 from envforge.errors import EnvforgeError
-from envforge.messages import Model
-from envforge.port_files import list_port
 from envforge.sandbox.select import open_sandbox
 from envforge.spec import EnvSpec
 from envforge.translate.job import TranslateJob, TranslateOutcome, run_translate_job
@@ -31,6 +30,7 @@ from envforge.translate.orchestrate import Iteration, Measurer, Verifier
 from envforge.translate.provenance import RunIdentity, provenance_markdown
 from envforge.translate.throughput import Throughput, measure_sandboxed
 from envforge.translate.workspace import land_atomically
+from envforge.untrusted.port_files import list_port
 from envforge.verify.runner import verify
 
 STATES = {

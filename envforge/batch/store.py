@@ -22,10 +22,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from envforge.agents.messages import Usage
 from envforge.cost.ledger import SCHEMA as LEDGER_SCHEMA
 from envforge.cost.ledger import LedgerEntry, add_missing_columns, insert_entry
 from envforge.errors import BadInput
-from envforge.messages import Usage
 
 FINISHED = ("passed", "failed", "budget-exhausted", "error")
 STATES = ("pending", "running", *FINISHED)

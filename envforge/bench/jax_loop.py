@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from envforge import speed_layer
 from envforge.backends.jax import find_port_module, load_module
 from envforge.bench.measure import (
     BenchSettings,
@@ -27,6 +26,7 @@ from envforge.bench.measure import (
     calls_run,
     interleaved,
 )
+from envforge.kit import speed_layer
 from envforge.spec import EnvSpec
 
 STEPS_PER_CALL = 1 << 16

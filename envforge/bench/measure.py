@@ -36,7 +36,7 @@ class BenchSettings:
     2048); None: 65536 with at least 16 scan steps. Smaller makes a slow port's large batches
     affordable (MJX on a CPU: 65536 steps are minutes a call)."""
     speed_layers: tuple[str, ...] = ("on",)
-    """JAX ports: ``envforge.speed_layer`` positions measured, ``on``, ``off`` or both (each
+    """JAX ports: ``envforge.kit.speed_layer`` positions measured, ``on``, ``off`` or both (each
     ``off`` row is labelled ``speed layer off``)."""
 
 

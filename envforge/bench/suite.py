@@ -22,12 +22,11 @@ from envforge.backends.recipe import STRICT_XLA_FLAGS
 from envforge.bench.bench_report import BenchReport
 from envforge.bench.measure import BenchSettings, Measurement
 from envforge.errors import BadInput, DriverRaised, EnvforgeError
-from envforge.orphans import exit_with_parent
 from envforge.sandbox.base import Sandbox
 from envforge.sandbox.jobs import run_job as run_sandboxed_job
-from envforge.spec import EnvSpec
-from envforge.spec_lookup import project_roots
+from envforge.spec import EnvSpec, project_roots
 from envforge.targets import find_port_folders, load_ref, target_of_port
+from envforge.untrusted.orphans import exit_with_parent
 
 Progress = Callable[[str], None]
 PORT_JOB_TIMEOUT_S = 3600.0

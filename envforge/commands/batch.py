@@ -10,7 +10,6 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from envforge import bounds
 from envforge.backends.reference_check import build_reference
 from envforge.batch.batch_report import build_report, show_report, show_status, to_markdown
 from envforge.batch.manifest import load_manifest
@@ -20,6 +19,7 @@ from envforge.batch.store import open_existing
 from envforge.commands import options
 from envforge.errors import BadInput
 from envforge.sandbox.select import choose_sandbox
+from envforge.spec import bounds
 
 batch_app = typer.Typer(
     help="Run many translation jobs from a manifest, with one budget; resumable; local or Ray.",

@@ -8,13 +8,13 @@ import sys
 import typer
 from rich.console import Console
 
-from envforge import bounds
 from envforge.bench.measure import BATCH_SIZES, BenchSettings
 from envforge.bench.suite import find_ports, run_bench
 from envforge.commands import options
 from envforge.errors import BadInput
 from envforge.resolve import candidate_port, resolve_spec
 from envforge.sandbox.select import choose_sandbox, open_sandbox
+from envforge.spec import bounds
 
 
 def _ints(text: str, flag: str) -> tuple[int, ...]:
@@ -51,7 +51,7 @@ def bench_command(
     speed_layer: str = typer.Option(
         "on",
         "--speed-layer",
-        help="JAX ports' speed layer (envforge/speed_layer.py): on, off, or on,off side by side.",
+        help="JAX ports' speed layer (envforge/kit/speed_layer.py): on, off, or on,off side by side.",
     ),
     strict: bool = typer.Option(
         False, "--strict", help="Measure strict-float builds (no FMA) instead of fast ones."

@@ -15,10 +15,9 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from envforge import bounds
 from envforge.errors import BadInput
-from envforge.input_files import parse_toml
-from envforge.spec import EnvSpec
+from envforge.spec import EnvSpec, bounds
+from envforge.untrusted.input_files import parse_toml
 from envforge.untrusted.shown import indented, one_line, shown
 
 
@@ -168,8 +167,7 @@ def run_init(
 def spec_or_init(ref: str, spec_path: str | None, init: bool) -> EnvSpec:
     """The spec for ``--ref``; with ``init``, one drafted by ``envforge init`` when none exists
     (it must pass the self-check: exit 1 otherwise)."""
-    from envforge.spec import load_spec
-    from envforge.spec_lookup import spec_for_reference
+    from envforge.spec import load_spec, spec_for_reference
 
     try:
         return spec_for_reference(ref, spec_path)

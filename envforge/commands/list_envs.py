@@ -8,9 +8,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from envforge.made_by import port_made_by
-from envforge.spec_lookup import all_specs, project_roots
+from envforge.spec import all_specs, project_roots
 from envforge.targets import find_port_folders, target_of_port
+from envforge.translate.made_by import port_made_by
 
 
 def list_envs(

@@ -8,10 +8,10 @@ import typer
 
 from envforge.commands import options
 from envforge.errors import BadInput
-from envforge.levels import DEFAULT_LEVELS
 from envforge.resolve import resolve
 from envforge.sandbox.select import choose_sandbox
 from envforge.targets import default_target
+from envforge.verify.levels import DEFAULT_LEVELS
 from envforge.workspace.write import CONFIG_FILE, WorkspaceConfig, load_config
 
 

@@ -9,14 +9,14 @@ import sys
 import typer
 from rich.console import Console
 
-from envforge import bounds
 from envforge.commands import options
 from envforge.errors import BadInput
-from envforge.levels import DEFAULT_LEVELS, parse_levels
 from envforge.resolve import resolve_spec
 from envforge.sandbox.select import choose_sandbox
+from envforge.spec import bounds
 from envforge.targets import default_target
 from envforge.verify.context import VerifyOptions
+from envforge.verify.levels import DEFAULT_LEVELS, parse_levels
 from envforge.verify.runner import parse_seed_sweep
 
 

@@ -9,10 +9,10 @@ from typing import Annotated, Any
 
 import typer
 
-from envforge import bounds
-from envforge.levels import LEVELS_HELP
 from envforge.sandbox.select import SANDBOX_HELP
+from envforge.spec import bounds
 from envforge.targets import target_help
+from envforge.verify.levels import LEVELS_HELP
 
 REF_HELP = "Reference: path/to/env.c, gymnasium:<id>, file.py:Class or node:file.js."
 

@@ -8,11 +8,11 @@ import sys
 import typer
 from rich.console import Console
 
-from envforge import bounds
 from envforge.commands import options
 from envforge.errors import BadInput
 from envforge.resolve import chosen_port, resolve_spec
 from envforge.sandbox.select import choose_sandbox, open_sandbox
+from envforge.spec import bounds
 from envforge.targets import default_target, get_target, target_names
 
 

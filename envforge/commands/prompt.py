@@ -10,13 +10,13 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from envforge import bounds
 from envforge.commands import options
 from envforge.errors import BadInput
-from envforge.levels import DEFAULT_LEVELS, parse_levels
-from envforge.preflight import check_translate
 from envforge.resolve import resolve_spec
+from envforge.spec import bounds
 from envforge.targets import default_target
+from envforge.translate.preflight import check_translate
+from envforge.verify.levels import DEFAULT_LEVELS, parse_levels
 from envforge.workspace.optimize_workspace import (
     BENCH_SCRIPT,
     PROFILE_SCRIPT,

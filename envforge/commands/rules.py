@@ -16,11 +16,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from envforge import bounds
 from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
 from envforge.commands import options
 from envforge.errors import BadInput
-from envforge.levels import DEFAULT_LEVELS, parse_levels
 from envforge.resolve import existing_port, resolve_spec
 from envforge.rules.cases import CaseResult, load_cases, run_cases
 from envforge.rules.draft_agent import class_name, draft_versions
@@ -30,9 +28,10 @@ from envforge.rules.text import RulesText
 from envforge.rules.versions import compare, parse_versions
 from envforge.sandbox.driver import open_sandboxed
 from envforge.sandbox.select import choose_sandbox, open_sandbox
-from envforge.spec import load_spec
+from envforge.spec import bounds, load_spec
 from envforge.untrusted.shown import indented, one_line, shown
 from envforge.verify.context import VerifyOptions
+from envforge.verify.levels import DEFAULT_LEVELS, parse_levels
 
 app = typer.Typer(help="From a rules text to a reference: rule cases, versions, rule questions.")
 

@@ -13,11 +13,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from envforge import bounds
 from envforge.backends.recipe import open_driver, port_recipe
 from envforge.commands import options
 from envforge.errors import BadInput, DriverRaised, EnvforgeError
 from envforge.resolve import existing_port, spec_for_port
+from envforge.spec import bounds
 from envforge.targets import target_of_port
 from envforge.train.config import l4_config
 

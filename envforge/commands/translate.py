@@ -14,7 +14,6 @@ from rich.logging import RichHandler
 from rich.table import Table
 from rich.text import Text
 
-from envforge import bounds
 from envforge.agents.loop import AgentLimits
 from envforge.agents.select import ModelOptions
 from envforge.backends.reference_check import build_reference, check_reference
@@ -23,17 +22,18 @@ from envforge.commands.init import spec_or_init
 from envforge.commands.translate_view import RunView
 from envforge.cost.prices import price_from_options
 from envforge.errors import BadInput
-from envforge.levels import DEFAULT_LEVELS, parse_levels
-from envforge.preflight import check_translate
 from envforge.resolve import resolve_spec
 from envforge.sandbox.select import choose_sandbox, open_sandbox
+from envforge.spec import bounds
 from envforge.targets import default_target
 from envforge.translate.job import TranslateJob, TranslateOutcome, run_translate_job
 from envforge.translate.orchestrate import RepairConfig
+from envforge.translate.preflight import check_translate
 from envforge.translate.progress import RunState
 from envforge.translate.provenance import time_cell
 from envforge.untrusted.shown import indented, one_line, shown
 from envforge.verify.context import VerifyOptions
+from envforge.verify.levels import DEFAULT_LEVELS, parse_levels
 
 
 def _budget(text: str) -> Decimal | None:

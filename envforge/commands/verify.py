@@ -10,20 +10,19 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from envforge import bounds
 from envforge.backends.reference_check import check_reference, first_line
 from envforge.commands import options
 from envforge.commands.init import spec_or_init
 from envforge.errors import BadInput, BrokenReference, DriverFailure
 from envforge.init.selfcheck_cache import cached_or_run
-from envforge.levels import DEFAULT_LEVELS, parse_levels
 from envforge.prompts import render as prompts
 from envforge.resolve import resolve_port, resolve_spec
 from envforge.sandbox.select import choose_sandbox
-from envforge.spec import EnvSpec
+from envforge.spec import EnvSpec, bounds
 from envforge.targets import default_target
 from envforge.untrusted.shown import indented, shown, visible
 from envforge.verify.context import VerifyOptions
+from envforge.verify.levels import DEFAULT_LEVELS, parse_levels
 from envforge.verify.runner import parse_seed_sweep, verify
 from envforge.workspace.next_prompt import PACKAGE_ROOT, next_repair_prompt
 from envforge.workspace.pinned import load_pin, shown_in_workspace

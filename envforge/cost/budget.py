@@ -6,25 +6,12 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 
+from envforge.agents.messages import ModelRequest
 from envforge.cost.prices import Price
-from envforge.errors import EnvforgeError
-from envforge.messages import ModelRequest
+from envforge.errors import BudgetExceeded
 
 CHARS_PER_TOKEN_LOW = 3
 """Deliberately low (English and code average about 4): the input estimate should not undershoot."""
-
-
-class BudgetExceeded(EnvforgeError):
-    """The next call could push spending past the budget, so it was not made."""
-
-    def __init__(self, limit: Decimal, spent: Decimal, worst_case: Decimal) -> None:
-        self.limit = limit
-        self.spent = spent
-        self.worst_case = worst_case
-        super().__init__(
-            f"budget ${limit} would be exceeded: spent ${spent:.6f}, "
-            f"next call could cost up to ${worst_case:.6f}"
-        )
 
 
 def estimate_input_tokens(request: ModelRequest) -> int:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 
+from envforge.agents.messages import ModelRequest, Usage
 from envforge.cost.budget import CHARS_PER_TOKEN_LOW, estimate_input_tokens
-from envforge.messages import ModelRequest, Usage
 
 MARGIN = 1.1
 """Characters not yet billed are counted at the observed rate plus 10%."""

@@ -14,8 +14,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Literal
 
+from envforge.agents.messages import Usage
 from envforge.errors import BadInput
-from envforge.messages import Usage
 
 DEFAULT_LEDGER = Path(".envforge") / "ledger.sqlite"
 GROUPINGS = ("job", "model", "day")

@@ -13,11 +13,11 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Protocol
 
+from envforge.agents.messages import Model, ModelRequest, ModelResponse, Usage
 from envforge.cost.budget import Budget
 from envforge.cost.estimate import InputTokenEstimate
 from envforge.cost.ledger import Ledger, LedgerEntry
 from envforge.cost.prices import Price
-from envforge.messages import Model, ModelRequest, ModelResponse, Usage
 
 
 class Meter(Protocol):

@@ -8,10 +8,10 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from envforge import bounds
+from envforge.agents.messages import Usage
 from envforge.errors import BadInput
-from envforge.input_files import InputFileError, load_toml
-from envforge.messages import Usage
+from envforge.spec import bounds
+from envforge.untrusted.input_files import InputFileError, load_toml
 
 DEFAULT_TABLE = Path(__file__).with_name("prices.toml")
 PER_MILLION = Decimal(1_000_000)

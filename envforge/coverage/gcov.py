@@ -18,10 +18,10 @@ import tempfile
 import weakref
 from pathlib import Path
 
-from envforge.cc import c_compiler
 from envforge.coverage.lines import LineCoverage
 from envforge.errors import ContractViolation
-from envforge.owned_names import owned_prefix
+from envforge.native.cc import c_compiler
+from envforge.untrusted.owned_names import owned_prefix
 
 HOOKS = """
 /* envforge: write out / zero the coverage counters from ctypes (libgcov's own are hidden) */

@@ -7,8 +7,7 @@ from typing import Any
 
 from envforge.errors import BadInput
 from envforge.resolve import resolve_port, spec_for_port
-from envforge.spec import EnvSpec, load_spec
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import EnvSpec, load_spec, spec_for_name
 from envforge.targets import Target, get_target, target_names, target_of_port
 
 TARGETS = target_names()

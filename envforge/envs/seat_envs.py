@@ -20,7 +20,7 @@ import numpy as np
 
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
-from envforge.spec_sections import Agents
+from envforge.spec.tables import Agents
 
 
 def seats_of(spec: EnvSpec) -> Agents:

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from envforge.agents.messages import Model, ModelRequest, user
 from envforge.cost.meter import Meter
-from envforge.expr import evaluation_deadline
-from envforge.input_files import parse_toml
-from envforge.messages import Model, ModelRequest, user
+from envforge.spec.expr import evaluation_deadline
+from envforge.untrusted.input_files import parse_toml
 from envforge.verify.policies import ScriptedPolicy, UniformPolicy
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 A port is the env's own code; what it takes from envforge is only this::
 
     from envforge.kit import Draws                  # draws under [rng] step (envforge/rng/jax_draws.py)
-    from envforge.kit import speed_layer            # XLA:CPU tricks, switchable (envforge/speed_layer.py)
+    from envforge.kit import speed_layer            # XLA:CPU tricks, switchable (envforge/kit/speed_layer.py)
     from envforge.kit import use_xla_linalg_on_cpu  # Cholesky without LAPACK's thread pool (xla_cpu.py)
     from envforge.kit import cache_root             # where a port may keep compiled executables
     from envforge.kit import TurnBased, TurnBasedRules  # several agents taking turns (kit/seats.py)
@@ -23,16 +23,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from envforge import speed_layer
     from envforge.cache import cache_root
+    from envforge.kit import speed_layer
     from envforge.kit.seats import SeatFields, TurnBased, TurnBasedRules
+    from envforge.kit.xla_cpu import use_xla_linalg_on_cpu
     from envforge.rng.jax_draws import Draws
-    from envforge.xla_cpu import use_xla_linalg_on_cpu
 
 EXPORTS: dict[str, tuple[str, str | None]] = {
     "Draws": ("envforge.rng.jax_draws", "Draws"),
-    "speed_layer": ("envforge.speed_layer", None),
-    "use_xla_linalg_on_cpu": ("envforge.xla_cpu", "use_xla_linalg_on_cpu"),
+    "speed_layer": ("envforge.kit.speed_layer", None),
+    "use_xla_linalg_on_cpu": ("envforge.kit.xla_cpu", "use_xla_linalg_on_cpu"),
     "cache_root": ("envforge.cache", "cache_root"),
     "TurnBased": ("envforge.kit.seats", "TurnBased"),
     "TurnBasedRules": ("envforge.kit.seats", "TurnBasedRules"),

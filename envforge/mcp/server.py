@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envforge.errors import EnvforgeError
-from envforge.input_files import TOML_BYTES, read_text
-from envforge.levels import DEFAULT_LEVELS, LEVELS, parse_levels
-from envforge.port_files import list_port, read_regular
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import SourceFile, reference_sources
+from envforge.untrusted.input_files import TOML_BYTES, read_text
+from envforge.untrusted.port_files import list_port, read_regular
 from envforge.verify.context import VerifyOptions
+from envforge.verify.levels import DEFAULT_LEVELS, LEVELS, parse_levels
 from envforge.verify.runner import verify
 from envforge.verify.verdict import Report
 from envforge.workspace.next_prompt import PACKAGE_ROOT, levels_text, next_repair_prompt
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 REPORT_FILE = Path(".envforge") / "last-report.json"
 LEVELS_LINE = ", ".join(f"{lv.number} {lv.name} ({lv.question})" for lv in LEVELS)
-"""The levels as the verify tool describes them (``envforge/levels.py``)."""
+"""The levels as the verify tool describes them (``envforge/verify/levels.py``)."""
 BENCH_STEPS = 100
 """Batched steps per timed call of the ``bench`` tool."""
 INSTRUCTIONS = (

@@ -36,12 +36,12 @@ from envforge.mutate.differential_dist import (
 )
 from envforge.mutate.differential_training import MutantStepFailed, run_phase
 from envforge.rng.draws import row_seeds
-from envforge.stats import support_pvalue
 from envforge.verify.boundaries import boundary_states
 from envforge.verify.compare import compare_states, compare_transitions, follows_termination
 from envforge.verify.findings import to_jsonable
 from envforge.verify.policies import random_actions
 from envforge.verify.reset_valid import invalid_first
+from envforge.verify.stats import support_pvalue
 from envforge.verify.strategies import sample_states
 from envforge.verify.tape import account
 

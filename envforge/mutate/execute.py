@@ -86,7 +86,7 @@ def _worker(job: MutantJob, conn: Connection) -> None:
         conn.send(("phase", "differential"))
         original, mutated = recipes(job.target, spec, port, job.options.strict_float)
         # each side in its own process, as in verify: a call that hangs (MJX on jaxlib 0.10's
-        # LAPACK kernels once did, envforge/xla_cpu.py) or crashes meets the spec's call limit
+        # LAPACK kernels once did, envforge/kit/xla_cpu.py) or crashes meets the spec's call limit
         # and ends its own process, not the worker's limit
         if not job.options.isolate:
             os.environ.update(original.env)  # strict XLA flags, before jax is imported here

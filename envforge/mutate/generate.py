@@ -14,11 +14,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envforge.cc import c_compiler
 from envforge.errors import BadInput
 from envforge.mutate.ast_ops import python_edits
 from envforge.mutate.mutant import Edit, Mutant, SourceText
 from envforge.mutate.text_ops import text_edits
+from envforge.native.cc import c_compiler
 from envforge.spec import EnvSpec
 
 

@@ -17,11 +17,11 @@ from envforge.backends.jax import find_port_module
 from envforge.backends.recipe import Recipe, port_recipe, reference_recipe
 from envforge.errors import BadInput
 from envforge.mutate.mutant import Mutant
-from envforge.port_files import copy_port, list_port
 from envforge.resolve import resolve_port
 from envforge.rng.draws import is_rust_draws_copy
 from envforge.spec import EnvSpec, load_spec
 from envforge.targets import target_of_port
+from envforge.untrusted.port_files import copy_port, list_port
 
 BUILT = (".so", ".pyc")
 """Build output never copied into a mutant's folder (caches and ``target/`` are never listed)."""

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from envforge.digest.blocks import LANE_START, ROW_MULT, word_key
 from envforge.native.c_draws import batch_source, draws_spec, hook_source
 from envforge.native.c_struct import StructMember
+from envforge.native.digest.blocks import LANE_START, ROW_MULT, word_key
 from envforge.spec import EnvSpec
 
 # spec dtype -> the struct member type codes whose bytes are that dtype's canonical bytes
@@ -67,7 +67,7 @@ static inline uint32_t envforge_fmix32(uint32_t ef_x) {{
     return ef_x ^ (ef_x >> 16);
 }}
 
-/* block digests of the reset states (envforge/digest/blocks.py defines them); locals are
+/* block digests of the reset states (envforge/native/digest/blocks.py defines them); locals are
    prefixed so that no macro of the reference can clash with them */
 void envforge_reset_digest(int64_t ef_n, const uint32_t* ef_seeds, int64_t ef_block,
                            uint32_t* ef_lo_sums, uint32_t* ef_hi_sums) {{

@@ -23,7 +23,7 @@ import tomllib
 from pathlib import Path
 
 from envforge.errors import ContractViolation
-from envforge.input_files import parse_toml
+from envforge.untrusted.input_files import parse_toml
 
 MANIFEST_CAP = 1 << 20
 LOCK_CAP = 8 << 20

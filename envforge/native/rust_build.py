@@ -39,8 +39,8 @@ from pathlib import Path
 
 from envforge.cache import cache_root
 from envforge.errors import BadInput, ContractViolation
-from envforge.input_files import InputFileError, load_toml
 from envforge.native.cargo_sources import check_sources, fetch_environment, write_cargo_config
+from envforge.untrusted.input_files import InputFileError, load_toml
 
 BUILD_TIMEOUT_S = 1200
 CRATE_FILES = ("Cargo.toml", "Cargo.lock", "build.rs", "pyproject.toml")

@@ -6,7 +6,6 @@ Templates use StrictUndefined: a missing variable is an error, never an empty st
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,16 +15,14 @@ import jinja2
 import numpy as np
 
 from envforge.errors import BadInput
-from envforge.input_files import parse_toml
 from envforge.kit import contract
-from envforge.levels import LEVEL_NAMES, LEVELS
-from envforge.messages import ToolSpec
+from envforge.native.rust_crates import RUST_CRATES
 from envforge.prompts.sources import SourceFile, reference_sources
 from envforge.rng.draws import RUST_DRAWS
-from envforge.rust_crates import RUST_CRATES
 from envforge.spec import EnvSpec
 from envforge.targets import get_target, target_names
 from envforge.verify.findings import Finding
+from envforge.verify.levels import LEVEL_NAMES, LEVELS
 from envforge.verify.verdict import Report
 
 TEMPLATE_DIR = Path(__file__).parent
@@ -41,7 +38,9 @@ _environment = jinja2.Environment(
     autoescape=False,
 )
 _environment.globals["contract"] = contract  # the port contract, quoted from its Protocols
-_environment.globals["LEVELS"] = LEVELS  # the verifier's levels, named as envforge.levels does
+_environment.globals["LEVELS"] = (
+    LEVELS  # the verifier's levels, named as envforge.verify.levels does
+)
 
 
 @dataclass(frozen=True)
@@ -373,25 +372,4 @@ def optimize_task(
         batch_size=batch_size,
         device=device,
         language=language,
-    )
-
-
-def tool_specs(
-    levels: str = "0-3",
-    wall_s: float = 120,
-    output_chars: int = 12000,
-    read_chars: int = 100_000,
-    list_limit: int = 500,
-) -> tuple[ToolSpec, ...]:
-    text = render(
-        "tools.toml.j2",
-        levels=levels,
-        wall_s=int(wall_s),
-        output_chars=output_chars,
-        read_chars=read_chars,
-        list_limit=list_limit,
-    )
-    return tuple(
-        ToolSpec(t["name"], t["description"], json.loads(t["parameters"]))
-        for t in parse_toml(text)["tool"]
     )

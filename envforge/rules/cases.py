@@ -27,9 +27,9 @@ import numpy as np
 
 from envforge.backends.base import Driver, Transition
 from envforge.errors import BadInput
-from envforge.input_files import load_toml
 from envforge.rules.text import RulesText, parse_citations
 from envforge.spec import EnvSpec
+from envforge.untrusted.input_files import load_toml
 from envforge.verify.findings import Finding
 
 OUTCOMES = ("reward", "terminated", "truncated", "obs")

@@ -17,13 +17,13 @@ from decimal import Decimal
 from pathlib import Path
 
 from envforge.agents.loop import EQUIVALENT, Agent, AgentLimits
+from envforge.agents.messages import Model, user
 from envforge.agents.select import ModelOptions, open_model, provider_of
 from envforge.agents.tools import WorkspaceTools
 from envforge.cost.budget import Budget
 from envforge.cost.ledger import Ledger
 from envforge.cost.meter import MeteredModel
 from envforge.cost.prices import load_price_table
-from envforge.messages import Model, user
 from envforge.rules.draft_workspace import CHECK, TASK_FILES, class_name, write_draft_workspace
 from envforge.rules.text import RulesText
 from envforge.sandbox.base import Sandbox

@@ -5,7 +5,7 @@ child really uses (``memory.max`` in cgroup v2, ``memory.limit_in_bytes`` in v1,
 where the kernel counts it), not by address space: JAX reserves far more address space than it
 touches, so an address-space rlimit low enough to matter would break it. In cgroup v1 the two
 limits are two cgroups in two hierarchies; in v2 one cgroup carries both (a process belongs to
-exactly one v2 cgroup). Each is named after its owner (envforge/owned_names.py), so the sweep
+exactly one v2 cgroup). Each is named after its owner (envforge/untrusted/owned_names.py), so the sweep
 in envforge/sandbox/leftovers.py removes those of a verifier that was killed.
 """
 

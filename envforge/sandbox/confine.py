@@ -345,7 +345,7 @@ def probe() -> Capabilities:
     mounts = works(replace(only, read_only=True, hidden_sockets=host_sockets()))
     caps = works(replace(only, drop_caps=True))
     pids = works(replace(only, own_pids=True, read_only=mounts))
-    from envforge.owned_names import owned_prefix
+    from envforge.untrusted.owned_names import owned_prefix
 
     cgroup = make_pids_cgroup(f"{owned_prefix('probe')}0", 16)
     if cgroup is not None:

@@ -28,7 +28,6 @@ from envforge.native.rust_build import (
     offline_cargo,
     rust_cache,
 )
-from envforge.owned_names import owned_prefix, owner_gone, owner_tag
 from envforge.sandbox.base import (
     CommandResult,
     Sandbox,
@@ -39,14 +38,15 @@ from envforge.sandbox.base import (
 )
 from envforge.sandbox.image import ensure_image, sandbox_user
 from envforge.sandbox.paths import container_environment, host_rust_cache, read_only_view
-from envforge.untrusted_files import append_note
+from envforge.untrusted.owned_names import owned_prefix, owner_gone, owner_tag
+from envforge.untrusted.sandbox_logs import append_note
 
 MB = 1024 * 1024
 LABEL = "envforge.sandbox"
 OWNER_LABEL = "envforge.sandbox.owner"
 """The pid of the host process that started the container."""
 OWNER_TAG_LABEL = "envforge.sandbox.owner-tag"
-"""Its owner tag (envforge/owned_names.py): who may remove the container when it died."""
+"""Its owner tag (envforge/untrusted/owned_names.py): who may remove the container when it died."""
 BOOT_LABEL = "envforge.sandbox.boot"
 """The host's boot id: an engine may serve several machines, whose pids mean nothing here."""
 CLIENT_TIMEOUT_S = 60

@@ -27,12 +27,12 @@ from envforge.backends.base import Driver
 from envforge.backends.isolated import BUILD_TIMEOUT_S, IsolatedDriver
 from envforge.backends.recipe import Recipe, open_driver
 from envforge.errors import DriverCrashed, DriverTimeout
-from envforge.owned_names import owned_prefix
 from envforge.sandbox.base import Sandbox, SandboxError
 from envforge.sandbox.leftovers import remove_tree
 from envforge.sandbox.serve import AUTHKEY, LOG, RECIPE, SOCKET
 from envforge.targets import get_target
-from envforge.untrusted_files import read_tail
+from envforge.untrusted.owned_names import owned_prefix
+from envforge.untrusted.sandbox_logs import read_tail
 
 CONNECT_TIMEOUT_S = 120.0
 ALLOWED_GLOBALS = {

@@ -21,7 +21,6 @@ from typing import Any
 
 from envforge.backends.frames import FrameClosed, FrameTimeout, FrameTooLong, recv_frame
 from envforge.errors import ContractViolation, DriverCrashed, DriverRaised, DriverTimeout
-from envforge.owned_names import owned_prefix
 from envforge.sandbox.base import Sandbox, SandboxError
 from envforge.sandbox.driver import (
     CONNECT_TIMEOUT_S,
@@ -32,7 +31,8 @@ from envforge.sandbox.driver import (
 from envforge.sandbox.leftovers import remove_tree
 from envforge.sandbox.serve_job import AUTHKEY, JOB, LOG, SOCKET
 from envforge.targets import target_of_port
-from envforge.untrusted_files import read_tail
+from envforge.untrusted.owned_names import owned_prefix
+from envforge.untrusted.sandbox_logs import read_tail
 
 REPLY_CAP = 256 << 20
 """The most bytes a job's reply may take (a trained policy's parameters are far less)."""

@@ -2,7 +2,7 @@
 
 A verifier normally removes its own scratch folders, driver logs, pids cgroups and containers
 when a driver closes. One killed with ``kill -9`` (or by the OOM killer) cannot, so each of these
-carries an owner tag (``envforge/owned_names.py``): ``<pid namespace>.<pid>.<start time>`` of
+carries an owner tag (``envforge/untrusted/owned_names.py``): ``<pid namespace>.<pid>.<start time>`` of
 the process that made it (the start time tells a dead owner from a new process that got the
 same pid). The next envforge run that opens a sandbox sweeps what belongs to owners that are
 gone (:func:`sweep_once`):
@@ -28,8 +28,8 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
-from envforge.owned_names import owner_gone
 from envforge.sandbox.cgroups import MEMORY_CGROUP_ROOTS, PIDS_CGROUP_ROOTS, remove_cgroup
+from envforge.untrusted.owned_names import owner_gone
 
 
 def remove_tree(path: Path) -> None:

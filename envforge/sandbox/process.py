@@ -28,7 +28,6 @@ from functools import lru_cache
 from pathlib import Path
 
 from envforge.native.rust_build import RustCache, fetch_workspace_dependencies, offline_cargo
-from envforge.owned_names import owned_prefix
 from envforge.sandbox.base import (
     CommandResult,
     Sandbox,
@@ -53,6 +52,7 @@ from envforge.sandbox.paths import (
     read_only_view,
     sandbox_realm,
 )
+from envforge.untrusted.owned_names import owned_prefix
 
 MB = 1024 * 1024
 SERVER_CPU_S = 4 * 3600

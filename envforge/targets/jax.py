@@ -28,7 +28,7 @@ TARGET = Target(
     code_lang="python",
     workspace_port="port/{env}.py",
     workspace_main="port/{env}.py",
-    preflight="envforge.preflight:check_jax",
+    preflight="envforge.translate.preflight:check_jax",
     compile_step="envforge.targets.jax:import_jax",
     # strict float: no FMA, which also means CPU (GPUs fuse multiply-adds too)
     strict_env={"XLA_FLAGS": STRICT_XLA_FLAGS, "JAX_PLATFORMS": "cpu"},

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envforge.spec_sections import ActionSpace
+from envforge.spec.tables import ActionSpace
 
 Params = dict[str, Any]
 

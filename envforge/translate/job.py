@@ -14,12 +14,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from envforge.agents.messages import Model
 from envforge.agents.select import ModelOptions, open_model, provider_of
 from envforge.cost.budget import Budget
 from envforge.cost.ledger import Ledger
 from envforge.cost.meter import Meter, MeteredModel
 from envforge.cost.prices import Price, load_price_table
-from envforge.messages import Model
 from envforge.prompts.render import target
 from envforge.sandbox.base import Sandbox
 from envforge.spec import EnvSpec

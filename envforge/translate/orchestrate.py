@@ -18,12 +18,11 @@ from typing import Any
 
 from envforge.agents.host_paths import hide_host_paths
 from envforge.agents.loop import Agent, AgentLimits, AgentResult
+from envforge.agents.messages import Usage, user
 from envforge.agents.model import ModelError, retry_wait_s
 from envforge.agents.tools import WorkspaceTools
 from envforge.cost.meter import Meter
 from envforge.errors import BadInput, BrokenReference
-from envforge.levels import parse_levels
-from envforge.messages import Usage, user
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import reference_sources
 from envforge.sandbox.base import Sandbox
@@ -33,6 +32,7 @@ from envforge.translate.throughput import Throughput, measure_sandboxed
 from envforge.translate.workspace import RunWorkspace
 from envforge.verify.context import VerifyOptions
 from envforge.verify.findings import Finding
+from envforge.verify.levels import parse_levels
 from envforge.verify.runner import verify
 from envforge.verify.verdict import Report
 

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from envforge.messages import Usage
+from envforge.agents.messages import Usage
 
 
 @dataclass

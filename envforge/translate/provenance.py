@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from envforge import __version__
-from envforge.made_by import front_matter
-from envforge.messages import Usage
+from envforge.agents.messages import Usage
 from envforge.spec import EnvSpec
+from envforge.translate.made_by import front_matter
 from envforge.translate.orchestrate import RepairConfig, RepairResult
 
 

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envforge.agents.messages import Message, part_to_dict
 from envforge.errors import BadInput
-from envforge.messages import Message, part_to_dict
-from envforge.port_files import PortFiles, copy_port, list_port
 from envforge.prompts.sources import SourceFile
 from envforge.spec import EnvSpec
 from envforge.targets import get_target
+from envforge.untrusted.port_files import PortFiles, copy_port, list_port
 from envforge.untrusted.regular import NotPlainFile, copy_file
 from envforge.verify.verdict import Report
 

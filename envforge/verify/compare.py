@@ -9,7 +9,7 @@ import numpy as np
 
 from envforge.backends.base import State, Transition
 from envforge.spec import EnvSpec
-from envforge.spec_sections import StateField
+from envforge.spec.tables import StateField
 
 FLAGS = ("terminated", "truncated")
 

@@ -8,12 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from envforge import bounds
 from envforge.backends.base import Driver, State, Transition, take_state
-from envforge.bounds import check, check_optional
 from envforge.errors import DriverFailure
 from envforge.sandbox.base import Sandbox
-from envforge.spec import EnvSpec
+from envforge.spec import EnvSpec, bounds
+from envforge.spec.bounds import check, check_optional
 from envforge.verify.compare import Diff, compare_states, first_element_out, values_close
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.localize import locate
@@ -48,7 +47,7 @@ class VerifyOptions:
         return self.coverage if self.coverage is not None else reference_kind == "c"
 
     def __post_init__(self) -> None:
-        # the same rules as the command line's and the manifest's (envforge/bounds.py)
+        # the same rules as the command line's and the manifest's (envforge/spec/bounds.py)
         check("seed", self.seed, bounds.SEED)
         check("scale", self.scale, bounds.SCALE)
         check_optional("timeout", self.timeout_s, bounds.SECONDS)

@@ -36,7 +36,7 @@ import numpy as np
 
 from envforge.backends.base import Driver
 from envforge.cache import cache_root
-from envforge.digest.blocks import DIGEST_VERSION
+from envforge.native.digest.blocks import DIGEST_VERSION
 from envforge.spec import EnvSpec
 
 

@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import Driver, State, Transition, take_state
-from envforge.stats import chi2_power, chi_square_test, ks_test
 from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding, to_jsonable
+from envforge.verify.stats import chi2_power, chi_square_test, ks_test
 
 MAX_CATEGORIES = 32
 """An output with at most this many distinct values (both sides together) is categorical."""

@@ -24,7 +24,6 @@ from hypothesis.errors import Unsatisfiable
 
 from envforge.backends.base import State, batch_size, take_state
 from envforge.errors import BadInput, DriverFailure
-from envforge.stats import ks_test, support_pvalue
 from envforge.verify import reset_valid
 from envforge.verify.context import VerifyContext, reset_mismatch
 from envforge.verify.findings import Finding, to_jsonable
@@ -33,6 +32,7 @@ from envforge.verify.reachable import reachable_states
 from envforge.verify.search import run_search, search_settings
 from envforge.verify.seat_properties import check_zero_sum
 from envforge.verify.seed_sweep import check_reset_sweep
+from envforge.verify.stats import ks_test, support_pvalue
 from envforge.verify.strategies import (
     action_strategy,
     sample_actions,

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from envforge.spec import EnvSpec
-from envforge.stats import ks_test
 from envforge.verify.context import VerifyContext
 from envforge.verify.episodes import Tally, batch_groups, compared_groups, free_port_episodes
 from envforge.verify.findings import Finding
 from envforge.verify.policies import rollout_policies
+from envforge.verify.stats import ks_test
 from envforge.verify.verdict import LevelResult
 
 

@@ -31,12 +31,6 @@ import numpy as np
 from envforge.backends.base import Driver
 from envforge.sandbox.jobs import run_job
 from envforge.spec import EnvSpec
-from envforge.stats import (
-    SampleComparison,
-    better_than,
-    compare_samples,
-    tost,
-)
 from envforge.targets import get_target
 from envforge.train.child import train_port_isolated, training_result
 from envforge.train.config import L4Config, PPOConfig, l4_config
@@ -52,6 +46,12 @@ from envforge.verify.level4_transfer_findings import (
     direction_findings,
     paired_episodes_differ,
     probe_mismatch,
+)
+from envforge.verify.stats import (
+    SampleComparison,
+    better_than,
+    compare_samples,
+    tost,
 )
 from envforge.verify.verdict import LevelResult
 

@@ -13,7 +13,6 @@ import jax
 import numpy as np
 
 from envforge.spec import EnvSpec
-from envforge.stats import EquivalenceTest, SampleComparison
 from envforge.train.config import L4Config
 from envforge.train.evaluate import EpisodeStats
 from envforge.train.policy import Policy
@@ -21,6 +20,7 @@ from envforge.train.ppo import TrainResult
 from envforge.verify.context import VerifyContext
 from envforge.verify.episodes import Tally, compared_episodes
 from envforge.verify.findings import Finding
+from envforge.verify.stats import EquivalenceTest, SampleComparison
 
 LEVEL = 4
 

@@ -12,8 +12,8 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from envforge.port_files import MAX_READ_BYTES, read_regular
 from envforge.spec import EnvSpec
+from envforge.untrusted.port_files import MAX_READ_BYTES, read_regular
 from envforge.verify.findings import SourceLocation
 
 # Non-state keys of a transition and the names sources commonly give them.
@@ -67,7 +67,7 @@ def stack_locations(stack: str, limit: int = 4) -> list[SourceLocation]:
 def source_lines(path: str, mtime: float) -> tuple[str, ...]:
     """The lines of a regular file, opened without following a link at its last component and
     without blocking, at most ``MAX_READ_BYTES`` of it; () for anything else. A port's files
-    reach here only from the host's own listing (``envforge/port_files.py``); a reference's
+    reach here only from the host's own listing (``envforge/untrusted/port_files.py``); a reference's
     paths are resolved first."""
     data = read_regular(path, MAX_READ_BYTES)
     return tuple(data.decode(errors="replace").splitlines()) if data is not None else ()

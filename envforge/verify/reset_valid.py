@@ -20,9 +20,9 @@ import numpy as np
 
 from envforge.backends.base import State
 from envforge.spec import EnvSpec
-from envforge.stats import chi_square_test
 from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding, to_jsonable
+from envforge.verify.stats import chi_square_test
 
 
 def clauses(source: str) -> list[str]:

@@ -12,15 +12,15 @@ from envforge.backends.recipe import Recipe, open_driver, port_recipe, reference
 from envforge.backends.reference_check import first_line
 from envforge.coverage.lines import LineCoverage
 from envforge.errors import BadInput, BrokenReference, DriverFailure
-from envforge.expr import evaluation_deadline
-from envforge.levels import level as level_of
-from envforge.port_files import list_port
 from envforge.sandbox.driver import open_sandboxed
 from envforge.sandbox.select import open_sandbox
 from envforge.spec import EnvSpec
+from envforge.spec.expr import evaluation_deadline
+from envforge.untrusted.port_files import list_port
 from envforge.verify.checked import CheckedDriver
 from envforge.verify.context import VerifyContext, VerifyOptions
 from envforge.verify.findings import Finding
+from envforge.verify.levels import level as level_of
 from envforge.verify.thrown import handler_of, thrown_at
 from envforge.verify.verdict import LevelResult, Report
 

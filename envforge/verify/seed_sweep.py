@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from envforge.digest import native as digest_native
+from envforge.native.digest import c_digest as digest_native
 from envforge.spec import EnvSpec
 from envforge.verify.context import VerifyContext, reset_mismatch
 from envforge.verify.digest_cache import DigestCache

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from envforge.backends.base import State
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
-from envforge.spec_sections import StateField
+from envforge.spec.tables import StateField
 
 DEFAULT_FLOAT_SPAN = 1e3  # fields with no declared range
 BOUNDARY_P = 0.1

@@ -10,9 +10,9 @@ from rich.table import Table
 from rich.text import Text
 
 from envforge.coverage.lines import LineCoverage, merge_all
-from envforge.levels import EQUIVALENCE_LEVELS, LEVEL_NAMES
 from envforge.untrusted.shown import indented, one_line, shown
 from envforge.verify.findings import Finding, to_jsonable
+from envforge.verify.levels import EQUIVALENCE_LEVELS, LEVEL_NAMES
 
 STATUSES = ("pass", "fail", "error", "inconclusive", "skipped")
 """The levels a port must pass to be equivalent (L4, transfer, is optional)."""

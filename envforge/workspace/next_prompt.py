@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envforge.levels import EQUIVALENCE_LEVELS
-from envforge.port_files import PortFiles, list_port
 from envforge.prompts import render as prompts
 from envforge.spec import EnvSpec
 from envforge.targets import code_language, recognised
+from envforge.untrusted.port_files import PortFiles, list_port
 from envforge.verify.findings import Finding
+from envforge.verify.levels import EQUIVALENCE_LEVELS
 from envforge.verify.verdict import Report, levels_phrase
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]

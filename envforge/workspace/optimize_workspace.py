@@ -16,11 +16,11 @@ import stat
 from pathlib import Path
 
 from envforge.errors import BadInput
-from envforge.port_files import NotListed, list_port
 from envforge.prompts import render as prompts
 from envforge.resolve import chosen_port
 from envforge.spec import EnvSpec
 from envforge.translate.workspace import port_layout
+from envforge.untrusted.port_files import NotListed, list_port
 from envforge.untrusted.regular import write_file
 from envforge.workspace.write import (
     TASK_FILES,

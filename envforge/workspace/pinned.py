@@ -21,8 +21,8 @@ from pathlib import Path
 
 from envforge.cache import cache_root
 from envforge.errors import BadInput
-from envforge.port_files import list_port
 from envforge.prompts.sources import SourceFile
+from envforge.untrusted.port_files import list_port
 
 PIN_FOLDER = "workspaces"
 COPY = "reference"

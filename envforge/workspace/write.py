@@ -27,12 +27,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envforge.errors import BadInput
-from envforge.port_files import PortFiles, copy_port, list_port
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import SourceFile, reference_sources
-from envforge.spec import EnvSpec, load_spec
-from envforge.spec_lookup import spec_for_reference
+from envforge.spec import EnvSpec, load_spec, spec_for_reference
 from envforge.translate.workspace import port_layout
+from envforge.untrusted.port_files import PortFiles, copy_port, list_port
 from envforge.workspace.agent_task import render_task
 from envforge.workspace.pinned import check_pin, load_pin, real_files, record
 from envforge.workspace.reference_copy import tidy_copy

@@ -13,9 +13,7 @@ import pytest
 from envforge.agents.history import HistoryLimits, compact
 from envforge.agents.host_paths import hide_host_paths
 from envforge.agents.loop import Agent, AgentLimits
-from envforge.agents.scripted import ScriptedModel, reply
-from envforge.agents.tools import ToolLimits, WorkspaceTools
-from envforge.messages import (
+from envforge.agents.messages import (
     INVALID_ARGUMENTS,
     Message,
     ModelRequest,
@@ -24,6 +22,8 @@ from envforge.messages import (
     ToolResult,
     user,
 )
+from envforge.agents.scripted import ScriptedModel, reply
+from envforge.agents.tools import ToolLimits, WorkspaceTools
 from envforge.sandbox.base import SandboxLimits
 from envforge.sandbox.process import ProcessSandbox
 

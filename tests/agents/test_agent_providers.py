@@ -18,13 +18,13 @@ import pytest
 from wire import PROVIDERS, FakeServer, Provider
 
 from envforge.agents.loop import Agent, AgentLimits, AgentResult
+from envforge.agents.messages import ModelRequest, ModelResponse, Usage, user
 from envforge.agents.model import ModelError, ProviderModel, RetryPolicy
 from envforge.agents.tools import WorkspaceTools
 from envforge.cost.budget import Budget, worst_case_cost
 from envforge.cost.ledger import Ledger
 from envforge.cost.meter import MeteredModel
 from envforge.cost.prices import Price, load_price_table
-from envforge.messages import ModelRequest, ModelResponse, Usage, user
 
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")

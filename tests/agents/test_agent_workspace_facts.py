@@ -23,7 +23,7 @@ from conftest import ROOT
 from envforge.prompts.render import RUST_DEFAULT_MAX
 from envforge.prompts.render import TARGETS as PROMPT_TARGETS
 from envforge.spec import EnvSpec, load_spec
-from envforge.stats import compare_samples
+from envforge.verify.stats import compare_samples
 from envforge.verify.verdict import LevelResult, Report
 from envforge.workspace.agent_task import QUOTE_UNDER, TASK_MAX
 from envforge.workspace.next_prompt import next_repair_prompt
@@ -286,7 +286,7 @@ def test_a_pass_at_some_levels_says_which_remain() -> None:
 
 def test_scipy_warnings_are_captured_where_they_arise() -> None:
     """Welch's t-test on nearly identical samples made scipy print a precision-loss warning
-    above the report; it is captured in envforge.stats, and such samples are decided by their
+    above the report; it is captured in envforge.verify.stats, and such samples are decided by their
     means (scipy's p-value there is unreliable)."""
     nearly = np.full(20, 3.0)
     nearly[0] += 1e-12

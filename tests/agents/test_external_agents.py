@@ -24,8 +24,7 @@ from conftest import PONG_PORT, ROOT, apply_patch
 
 from envforge.commands.verify import rerun_command
 from envforge.errors import BadInput
-from envforge.spec import load_spec
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import load_spec, spec_for_name
 from envforge.verify.findings import Finding, SourceLocation
 from envforge.verify.verdict import LevelResult, Report
 from envforge.workspace.next_prompt import next_repair_prompt

@@ -18,7 +18,7 @@ from envforge.agents.loop import AgentLimits
 from envforge.agents.scripted import ScriptedModel, reply
 from envforge.cost.prices import user_price
 from envforge.errors import BadInput
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.translate.job import TranslateJob, run_translate_job
 from envforge.translate.orchestrate import RepairConfig
 from envforge.verify.context import VerifyOptions

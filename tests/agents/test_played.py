@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from wire import ROOT, _clear
 
+from envforge.agents.messages import Message, ModelRequest, ToolResult, ToolSpec, user
 from envforge.agents.played import PlayedQueue, PlayedServer
 from envforge.agents.played_usage import CHARS_PER_TOKEN
-from envforge.messages import Message, ModelRequest, ToolResult, ToolSpec, user
 
 pytest.importorskip("anthropic")
 Player = Callable[[int, dict[str, Any]], dict[str, Any]]

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from envforge.errors import BadInput
-from envforge.preflight import check_translate
-from envforge.rust_crates import RUST_CRATES, RustCrate
-from envforge.spec_lookup import spec_for_name
+from envforge.native.rust_crates import RUST_CRATES, RustCrate
+from envforge.spec import spec_for_name
+from envforge.translate.preflight import check_translate
 
 ROOT = Path(__file__).resolve().parents[2]
 

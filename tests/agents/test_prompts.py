@@ -13,8 +13,8 @@ from envforge.coverage.lines import LineCoverage
 from envforge.errors import BadInput
 from envforge.prompts import render as prompts
 from envforge.prompts.sources import reference_sources
-from envforge.spec import EnvSpec
-from envforge.spec_lookup import spec_for_name
+from envforge.prompts.tools import tool_specs
+from envforge.spec import EnvSpec, spec_for_name
 from envforge.verify.findings import Finding, SourceLocation
 from envforge.verify.verdict import LevelResult, Report
 
@@ -142,7 +142,7 @@ def test_run_verify_output_and_optimize_prompt(tmp_path: Path) -> None:
 
 
 def test_tool_specs_are_valid_schemas() -> None:
-    specs = prompts.tool_specs(levels="0-2", wall_s=30, output_chars=500)
+    specs = tool_specs(levels="0-2", wall_s=30, output_chars=500)
     assert [s.name for s in specs] == [
         "read_file",
         "write_file",

@@ -29,6 +29,7 @@ from wire import (
 
 from envforge.agents.cassette import CassetteMismatch, RecordingModel, ReplayModel
 from envforge.agents.loop import Agent, AgentLimits
+from envforge.agents.messages import Message, ModelRequest, ToolResult, Usage, user
 from envforge.agents.model import ModelAuthError, ModelError, UnknownModel
 from envforge.agents.select import ModelOptions, open_model
 from envforge.agents.tools import WorkspaceTools
@@ -37,7 +38,6 @@ from envforge.cost.ledger import Ledger
 from envforge.cost.meter import MeteredModel
 from envforge.cost.prices import load_price_table
 from envforge.errors import BadInput
-from envforge.messages import Message, ModelRequest, ToolResult, Usage, user
 
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
@@ -437,8 +437,8 @@ def test_cassettes_append_store_new_messages_only_and_show_the_differing_text(
 
 
 def test_version_1_cassettes_still_replay(tmp_path: Path) -> None:
+    from envforge.agents.messages import request_to_dict, response_to_dict
     from envforge.agents.scripted import reply
-    from envforge.messages import request_to_dict, response_to_dict
 
     cassette = tmp_path / "v1.jsonl"
     request = conversation()

@@ -31,7 +31,7 @@ def _run(name: str) -> tuple[Path, dict[str, Any]]:
 
 
 def _recorded_usd(model: str, responses: list[dict[str, Any]]) -> Decimal:
-    from envforge.messages import Usage
+    from envforge.agents.messages import Usage
 
     price = load_price_table().price_for(model)
     return sum((price.cost(Usage(**r["usage"])) for r in responses), Decimal(0))

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from envforge.agents.loop import AgentLimits
+from envforge.agents.messages import ModelRequest, ModelResponse, Usage
 from envforge.agents.scripted import ScriptedModel, reply
 from envforge.cost.ledger import Ledger
 from envforge.cost.prices import user_price
-from envforge.made_by import declared_made_by
-from envforge.messages import ModelRequest, ModelResponse, Usage
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.translate.job import TranslateJob, run_translate_job
+from envforge.translate.made_by import declared_made_by
 from envforge.translate.orchestrate import RepairConfig
 from envforge.verify.context import VerifyOptions
 

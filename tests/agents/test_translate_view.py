@@ -11,9 +11,9 @@ from pathlib import Path
 from rich.console import Console
 from typer.testing import CliRunner
 
+from envforge.agents.messages import Usage
 from envforge.cli import app
 from envforge.commands.translate_view import RunView, render_state
-from envforge.messages import Usage
 from envforge.translate.progress import RunState
 
 ROOT = Path(__file__).resolve().parents[2]

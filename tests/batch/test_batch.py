@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from test_repair import OBSERVE, _needs_pong
 
+from envforge.agents.messages import ModelRequest, Usage, user
 from envforge.agents.script_file import ScriptFileModel
 from envforge.batch.batch_report import BatchReport, to_markdown
 from envforge.batch.gate import CallRecord, Gate, Refusal
@@ -33,11 +34,9 @@ from envforge.batch.plan import plan_jobs
 from envforge.batch.run_batch import RunOptions, batch_lock, run_batch
 from envforge.batch.run_job import best_level, final_steps_per_second
 from envforge.batch.store import BatchStore, JobKey
-from envforge.cost.budget import BudgetExceeded
 from envforge.cost.ledger import LedgerEntry
 from envforge.cost.prices import user_price
-from envforge.errors import BadInput
-from envforge.messages import ModelRequest, Usage, user
+from envforge.errors import BadInput, BudgetExceeded
 from envforge.translate.orchestrate import Iteration
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,10 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from envforge.agents.loop import Agent, AgentLimits
+from envforge.agents.messages import ModelRequest, Usage, user
 from envforge.agents.scripted import ScriptedModel, reply
 from envforge.agents.tools import WorkspaceTools
 from envforge.cli import app
-from envforge.cost.budget import Budget, BudgetExceeded, estimate_input_tokens, worst_case_cost
+from envforge.cost.budget import Budget, estimate_input_tokens, worst_case_cost
 from envforge.cost.ledger import Ledger, LedgerEntry
 from envforge.cost.meter import MeteredModel
 from envforge.cost.prices import (
@@ -23,8 +24,7 @@ from envforge.cost.prices import (
     price_from_options,
     user_price,
 )
-from envforge.errors import BadInput
-from envforge.messages import ModelRequest, Usage, user
+from envforge.errors import BadInput, BudgetExceeded
 
 
 def test_price_table_is_versioned_data_with_exact_rates() -> None:

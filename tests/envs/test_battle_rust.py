@@ -16,7 +16,7 @@ import pytest
 from conftest import QUICK_SWEEP, ROOT, apply_patch
 from test_rust_tape import needs_rust
 
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 

@@ -13,7 +13,7 @@ import pytest
 import envforge
 from envforge.backends.c_port import CPortDriver, port_settings
 from envforge.errors import BadInput
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 

@@ -105,7 +105,7 @@ def _one_step(spec: EnvSpec, reference: GymnasiumDriver, port: JaxDriver, n: int
 
 
 def test_the_ports_step_calls_no_lapack_kernel() -> None:
-    """jaxlib's batched LAPACK Cholesky can deadlock XLA's pool on 2 cores (envforge/xla_cpu.py):
+    """jaxlib's batched LAPACK Cholesky can deadlock XLA's pool on 2 cores (envforge/kit/xla_cpu.py):
     the port lowers MJX's factorizations to XLA's own ops instead."""
     pytest.importorskip("mujoco.mjx")
     import jax

@@ -133,8 +133,8 @@ def test_port_resets_deal_the_openings_the_reference_keeps(layer: bool) -> None:
     import jax
     import jax.numpy as jnp
 
-    from envforge import speed_layer
     from envforge.backends.jax import load_module
+    from envforge.kit import speed_layer
 
     port = load_module(PORT)
     with speed_layer.switched(layer):

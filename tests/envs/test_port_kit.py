@@ -12,15 +12,15 @@ import pytest
 
 from envforge.errors import ContractViolation
 from envforge.kit import contract
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 
 ROOT = Path(__file__).resolve().parents[2]
 PONG = ROOT / "generated" / "pong" / "jax" / "pong.py"
 
 
 def test_the_kit_offers_envforges_own_modules_and_loads_them_only_when_asked() -> None:
-    from envforge import cache, speed_layer, xla_cpu
-    from envforge.kit import Draws, cache_root, use_xla_linalg_on_cpu
+    from envforge import cache
+    from envforge.kit import Draws, cache_root, speed_layer, use_xla_linalg_on_cpu, xla_cpu
     from envforge.kit import speed_layer as kit_speed_layer
     from envforge.rng import jax_draws
 

@@ -19,7 +19,7 @@ from envforge.backends.rust import RustDriver
 from envforge.native.rust_build import build_hash, cached_extension
 from envforge.sandbox.confine import probe
 from envforge.sandbox.docker import docker_available
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.train.evaluate import random_action_fn, run_episodes
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify

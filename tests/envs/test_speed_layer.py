@@ -9,13 +9,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from envforge import speed_layer
 from envforge.backends.jax import load_module
 from envforge.bench.ceiling import hlo_fused_work
 from envforge.bench.jax_loop import initial_carry, make_rollout
 from envforge.bench.measure import BenchSettings
+from envforge.kit import speed_layer
 from envforge.sandbox.base import command_environment
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.verify.strategies import sample_states
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,8 @@ from envforge.bench.suite import find_ports
 from envforge.cli import app
 from envforge.errors import BadInput
 from envforge.prompts.render import translation_context
-from envforge.spec_lookup import default_port, spec_for_name
+from envforge.resolve import default_port
+from envforge.spec import spec_for_name
 from envforge.targets import all_targets, get_target, target_names, target_of_port
 from envforge.translate.workspace import port_layout
 

@@ -19,7 +19,7 @@ import pytest
 from conftest import ROOT, apply_patch
 from test_rust_tape import QUICK, needs_rust
 
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.verify.runner import verify
 
 pytest.importorskip("rlcard")

@@ -1,4 +1,4 @@
-"""envforge/xla_cpu.py: CPU Cholesky and triangular solves lowered to XLA's own ops."""
+"""envforge/kit/xla_cpu.py: CPU Cholesky and triangular solves lowered to XLA's own ops."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ rng = np.random.default_rng(0)
 a = rng.normal(size=(16, 9, 9)); m = a @ a.transpose(0, 2, 1) + 9 * np.eye(9)
 v = rng.normal(size=(16, 9))
 before = re.findall(r"custom_call @(\\w+)", jax.jit(solve).lower(m, v).as_text())
-from envforge.xla_cpu import use_xla_linalg_on_cpu
+from envforge.kit.xla_cpu import use_xla_linalg_on_cpu
 use_xla_linalg_on_cpu()
 use_xla_linalg_on_cpu()
 # jit caches a function's lowering: trace a new function after the rules change

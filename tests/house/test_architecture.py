@@ -213,17 +213,17 @@ def test_generated_ports_import_only_the_port_kit(tmp_path: Path) -> None:
     port.mkdir(parents=True)
     (port / "pong.py").write_text(
         "import numpy as np\n"
-        "from envforge import speed_layer\n"
+        "from envforge import spec\n"
         "from envforge.rng.jax_draws import Draws\n"
-        "import envforge.xla_cpu\n"
+        "import envforge.verify.stats\n"
         "from envforge.kit import Draws as D, speed_layer as s\n"
         "from envforge import kit\n"
         "import envforge.kit.contract\n"
     )
     assert envforge_imports_outside_the_kit(tmp_path) == [
-        "pong/jax/pong.py:2: envforge.speed_layer",
+        "pong/jax/pong.py:2: envforge.spec",
         "pong/jax/pong.py:3: envforge.rng.jax_draws",
-        "pong/jax/pong.py:4: envforge.xla_cpu",
+        "pong/jax/pong.py:4: envforge.verify.stats",
     ]
 
 
@@ -234,9 +234,9 @@ TARGET_TESTS_ALLOWED = {
     "envforge/backends/recipe.py": "kind in ('c', 'node')|recipe.kind == 'c'",
     "envforge/backends/reference_check.py": "kind == 'c'",
     "envforge/bench/suite.py": "spec.reference_kind == 'c'",
-    "envforge/preflight.py": "kind == 'c'",
+    "envforge/translate/preflight.py": "kind == 'c'",
     "envforge/prompts/sources.py": "kind == 'c'",
-    "envforge/spec.py": "kind == 'c'",
+    "envforge/spec/load.py": "kind == 'c'",
     "envforge/verify/context.py": "reference_kind == 'c'",
 }
 """``module: comparison|comparison`` tests of a target's name that may stay outside the registry."""
@@ -281,14 +281,10 @@ def test_no_target_name_tests_outside_the_registry(tmp_path: Path) -> None:
 
 
 LAYERS: tuple[tuple[str, str], ...] = (
-    (
-        "neutral",
-        "errors messages stats rust_crates owned_names untrusted_files port_files made_by "
-        "cache cc expr xla_cpu input_files bounds levels orphans untrusted",
-    ),
-    ("port kit", "rng speed_layer kit targets"),
-    ("spec", "spec_sections spec spec_lookup"),
-    ("drivers", "coverage digest native backends preflight train resolve"),
+    ("neutral", "errors cache untrusted"),
+    ("port kit", "rng kit targets"),
+    ("spec", "spec"),
+    ("drivers", "coverage native backends train resolve"),
     ("envforge.make", "envs envforge"),
     ("sandbox", "sandbox"),
     ("verifier", "verify"),
@@ -330,3 +326,47 @@ def test_imports_never_go_up_a_layer(tmp_path: Path) -> None:
         "extra: in no layer (add it to LAYERS)",
         "errors (neutral) imports commands (commands, a layer up) at envforge/errors.py:1",
     ]
+
+
+TOP_LEVEL_MODULES = {"__init__", "cli", "errors", "cache", "resolve"}
+"""What may live at the top of ``envforge/`` beside its packages: the CLI's entry, the error
+types, the cache root and the resolver every command and ``envforge.make`` share. Anything else
+belongs in the package where it is used (docs/ARCHITECTURE.md, "The rooms")."""
+
+
+def loose_modules(root: Path, allowed: set[str]) -> list[str]:
+    """Top-level modules of ``root`` that are not in ``allowed``."""
+    return sorted(p.name for p in root.glob("*.py") if p.stem not in allowed)
+
+
+def test_the_top_level_holds_only_what_is_shared(tmp_path: Path) -> None:
+    assert len(TOP_LEVEL_MODULES) <= 6
+    assert loose_modules(PACKAGE, TOP_LEVEL_MODULES) == []
+    # the check itself sees a new loose module, and not a package
+    pkg = tmp_path / "envforge"
+    (pkg / "spec").mkdir(parents=True)
+    (pkg / "spec" / "load.py").write_text("")
+    (pkg / "cli.py").write_text("")
+    (pkg / "helpers.py").write_text("")
+    assert loose_modules(pkg, TOP_LEVEL_MODULES) == ["helpers.py"]
+
+
+SPEC_MUST_NOT_IMPORT = ("targets", "backends", "verify", "sandbox", "native")
+"""The spec is data: it describes an env and never reaches for the code that runs one."""
+
+
+def test_the_spec_imports_no_code_that_runs_an_env(tmp_path: Path) -> None:
+    def reached(root: Path) -> list[str]:
+        return sorted(
+            f"spec -> {imported} at {', '.join(where)}"
+            for (source, imported), where in package_imports(root).items()
+            if source == "spec" and imported in SPEC_MUST_NOT_IMPORT
+        )
+
+    assert reached(PACKAGE) == []
+    # the check itself sees a lazy import of the target registry
+    pkg = tmp_path / "envforge"
+    (pkg / "spec").mkdir(parents=True)
+    (pkg / "spec" / "__init__.py").write_text("")
+    (pkg / "spec" / "lookup.py").write_text("def f():\n    from envforge.targets import get\n")
+    assert reached(pkg) == ["spec -> targets at envforge/spec/lookup.py:2"]

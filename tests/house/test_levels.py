@@ -1,4 +1,4 @@
-"""The levels are declared once (``envforge/levels.py``); the runner, the
+"""The levels are declared once (``envforge/verify/levels.py``); the runner, the
 ``--levels`` option, reports, the agent workspace and the docs' level tables all read it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from envforge.errors import BadInput
-from envforge.levels import LEVELS, LEVELS_HELP, level, parse_levels
+from envforge.verify.levels import LEVELS, LEVELS_HELP, level, parse_levels
 from envforge.verify.verdict import LevelResult
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +39,7 @@ def test_levels_are_parsed_and_named_from_the_table() -> None:
 
 
 def test_the_agent_workspace_lists_the_levels(tmp_path: Path) -> None:
-    from envforge.spec_lookup import spec_for_name
+    from envforge.spec import spec_for_name
     from envforge.workspace.write import write_workspace
 
     root = write_workspace(spec_for_name("pong"), "jax", tmp_path / "ws").root
@@ -53,7 +53,7 @@ def test_no_level_imports_another_levels_module() -> None:
     ``episodes.py``, ``search.py``), never in one level's module imported by another."""
     verify = ROOT / "envforge" / "verify"
     crossing = []
-    for module in sorted(verify.glob("level*.py")):
+    for module in sorted(verify.glob("level[0-9]*.py")):
         own = re.match(r"level(\d)", module.name)
         assert own is not None
         for other in re.findall(r"envforge\.verify\.level(\d)\w*", module.read_text()):
@@ -71,7 +71,8 @@ def test_the_mcp_verify_tool_names_the_levels() -> None:
 def test_the_built_in_agents_prompt_and_tool_describe_l0_as_the_table_does() -> None:
     """The system prompt and the run_verify tool of `envforge translate`'s own agent said
     "does it load" and "load and API contract" in their own words."""
-    from envforge.prompts.render import render, tool_specs
+    from envforge.prompts.render import render
+    from envforge.prompts.tools import tool_specs
 
     question = LEVELS[0].question.rstrip("?")
     assert f'"0" ({question})' in render("system.j2", max_level=3)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from envforge.made_by import MADE_BY, declared_made_by, front_matter, port_made_by
+from envforge.translate.made_by import MADE_BY, declared_made_by, front_matter, port_made_by
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT_FOLDERS = sorted(p for p in (ROOT / "generated").glob("*/*") if p.is_dir())

@@ -21,7 +21,7 @@ import pytest
 
 from envforge.sandbox.confine import probe
 from envforge.sandbox.docker import docker_available
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.translate.orchestrate import RepairConfig, RepairLoop
 from envforge.translate.throughput import Throughput
 from envforge.verify.context import VerifyOptions
@@ -223,7 +223,10 @@ ALLOWED = {
     ("bench/suite.py", "measure_c_loop"): "the reference's C loop",
     # the host side of a target, which runs no port code: its tool check, its dependency fetch
     ("targets/registry.py", "load_ref"): "Target.load_code, whose every call is listed here",
-    ("preflight.py", "load_code"): "a target's preflight: tools on the host, no port code",
+    (
+        "translate/preflight.py",
+        "load_code",
+    ): "a target's preflight: tools on the host, no port code",
     ("sandbox/driver.py", "load_code"): "a target's host_prepare (cargo fetch: no build script)",
     ("envs/batches.py", "RustDriver"): "envforge.make of a Rust port (documented exception)",
     ("commands/train.py", "load_port"): "envforge train (documented exception)",

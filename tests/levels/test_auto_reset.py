@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, apply_patch
 
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 

@@ -13,8 +13,7 @@ import pytest
 from envforge.backends.c import CDriver
 from envforge.backends.gymnasium import GymnasiumDriver
 from envforge.coverage.lines import LineCoverage, excluded_lines, line_ranges, merge_all
-from envforge.spec import load_spec
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import load_spec, spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 from envforge.verify.strategies import sample_actions, sample_states

@@ -11,8 +11,8 @@ import pytest
 from conftest import PONG_SPEC
 
 from envforge.backends.recipe import open_driver, reference_recipe
-from envforge.digest.blocks import state_digests
 from envforge.errors import BadInput
+from envforge.native.digest.blocks import state_digests
 from envforge.spec import load_spec
 from envforge.verify.runner import parse_seed_sweep
 
@@ -54,7 +54,7 @@ def test_swapped_rows_and_cancelling_changes_are_seen(hashing: str) -> None:
 @pytest.fixture(params=["native", "numpy"])
 def hashing(request, monkeypatch) -> str:
     """Each test of the digest's definition runs on the C library and on the numpy fallback."""
-    from envforge.digest import native as digest_native
+    from envforge.native.digest import c_digest as digest_native
 
     if request.param == "numpy":
         monkeypatch.setenv("ENVFORGE_NUMPY_DIGEST", "1")
@@ -65,7 +65,7 @@ def hashing(request, monkeypatch) -> str:
 def mixed_fields_and_views(n: int):
     """A spec of fields of 1, 4 and 8 bytes, scalar and shaped, and random states of it as
     strided views into one record array (as a C driver's structs give them)."""
-    from envforge.spec_sections import StateField
+    from envforge.spec.tables import StateField
 
     fields = [
         StateField(name="flag", dtype="bool"),
@@ -93,8 +93,8 @@ def mixed_fields_and_views(n: int):
 def test_the_c_library_gives_the_numpy_digests(n: int, block: int) -> None:
     """The native hash (tiles of 1024 rows, vectorized for this CPU) is the numpy definition,
     for short and whole blocks, tiles that straddle blocks, contiguous and strided words."""
-    from envforge.digest import blocks as digest
-    from envforge.digest import native as digest_native
+    from envforge.native.digest import blocks as digest
+    from envforge.native.digest import c_digest as digest_native
 
     assert digest_native.available()
     for spec, states in ((SPEC, random_states(n, seed=n)), mixed_fields_and_views(n)):
@@ -106,7 +106,7 @@ def test_the_c_library_gives_the_numpy_digests(n: int, block: int) -> None:
 
 
 def test_without_a_c_compiler_numpy_hashes_the_same(tmp_path, monkeypatch) -> None:
-    from envforge.digest import native as digest_native
+    from envforge.native.digest import c_digest as digest_native
 
     states = random_states(5000)
     want = state_digests(SPEC, states, 1024)

@@ -20,8 +20,7 @@ from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
 from envforge.sandbox.docker import DockerServer, docker_available
 from envforge.sandbox.driver import open_sandboxed
 from envforge.sandbox.select import open_sandbox
-from envforge.spec import load_spec
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import load_spec, spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 

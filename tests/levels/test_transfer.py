@@ -12,7 +12,6 @@ from conftest import PONG_PORT, apply_patch
 
 from envforge.backends.recipe import open_driver, port_recipe, reference_recipe
 from envforge.spec import load_spec
-from envforge.stats import better_than, compare_samples, tost
 from envforge.train.config import l4_config
 from envforge.train.evaluate import EpisodeStats
 from envforge.train.policy import Policy
@@ -21,6 +20,7 @@ from envforge.verify.context import VerifyContext, VerifyOptions
 from envforge.verify.level4_transfer import run_direction
 from envforge.verify.level4_transfer_findings import Direction, paired_episodes_differ
 from envforge.verify.runner import verify
+from envforge.verify.stats import better_than, compare_samples, tost
 
 ROOT = Path(__file__).resolve().parents[2]
 

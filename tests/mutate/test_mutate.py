@@ -20,7 +20,8 @@ from envforge.mutate.triage import (
     line_localized,
     static_equivalence,
 )
-from envforge.spec_lookup import default_port, spec_for_name
+from envforge.resolve import default_port
+from envforge.spec import spec_for_name
 
 PY = '''"""docstring 1 + 2 is not code"""
 import jax.numpy as jnp

@@ -26,9 +26,9 @@ from envforge.backends.c_port import port_source, port_spec
 from envforge.backends.c_port_batch import c_batch
 from envforge.bench.c_loop import build_harness
 from envforge.bench.measure import BenchSettings
-from envforge.port_files import list_port
 from envforge.prompts.render import translation_prompt
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
+from envforge.untrusted.port_files import list_port
 from envforge.verify.context import VerifyOptions
 from envforge.verify.findings import Finding
 from envforge.verify.runner import verify

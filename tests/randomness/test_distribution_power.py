@@ -18,10 +18,10 @@ import pytest
 from conftest import ROOT, apply_patch
 
 from envforge.spec import load_spec
-from envforge.stats import chi_square_test, ks_test
 from envforge.verify.context import VerifyContext, VerifyOptions
 from envforge.verify.power import ks_min_detectable, min_detectable
 from envforge.verify.runner import DriverPair, verify
+from envforge.verify.stats import chi_square_test, ks_test
 
 PORT_DIR = ROOT / "tests" / "ports" / "blackjack_ownkey"
 SPEC = PORT_DIR / "env.toml"

@@ -13,9 +13,9 @@ import pytest
 from conftest import ROOT, apply_patch
 
 from envforge.spec import EnvSpec, load_spec
-from envforge.stats import chi2_power
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
+from envforge.verify.stats import chi2_power
 
 FROZENLAKE = ROOT / "references" / "frozenlake" / "env.toml"
 PORT = ROOT / "generated" / "frozenlake" / "jax" / "frozenlake.py"

@@ -22,7 +22,7 @@ from blackjack_play import (
 from conftest import ROOT, apply_patch
 
 from envforge.backends.rust import RustDriver
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 

@@ -101,7 +101,7 @@ def test_a_second_translate_run_writes_no_reference_copy_through_a_planted_link(
     from envforge.agents.loop import AgentLimits
     from envforge.agents.scripted import ScriptedModel, reply
     from envforge.cost.prices import user_price
-    from envforge.spec_lookup import spec_for_name
+    from envforge.spec import spec_for_name
     from envforge.translate.job import TranslateJob, run_translate_job
     from envforge.translate.orchestrate import RepairConfig
     from envforge.verify.context import VerifyOptions
@@ -160,8 +160,7 @@ def test_library_modules_are_found_without_importing_anything(
 
     from envforge.errors import BadInput
     from envforge.prompts.sources import reference_sources
-    from envforge.spec import load_spec
-    from envforge.spec_lookup import spec_for_name
+    from envforge.spec import load_spec, spec_for_name
 
     spec = load_spec(_spec_with_library(tmp_path / "uno", '["this.x"]'))
     assert "this" not in sys.modules
@@ -201,7 +200,7 @@ def test_a_module_in_the_working_folder_is_not_library_code(tmp_path: Path) -> N
 
 def test_prompt_optimize_copies_no_link_of_the_port_into_the_workspace(tmp_path: Path) -> None:
     from envforge.errors import BadInput
-    from envforge.spec_lookup import spec_for_name
+    from envforge.spec import spec_for_name
     from envforge.workspace.optimize_workspace import write_optimize_workspace
 
     secret, told = secret_file(tmp_path / "private")
@@ -268,8 +267,8 @@ def test_mutate_refuses_a_port_folder_with_a_link_before_copying_it(
 def test_agent_file_tools_do_not_block_on_a_fifo(tmp_path: Path) -> None:
     import os
 
+    from envforge.agents.messages import ToolCall
     from envforge.agents.tools import WorkspaceTools
-    from envforge.messages import ToolCall
 
     ws = tmp_path / "ws"
     (ws / "port").mkdir(parents=True)

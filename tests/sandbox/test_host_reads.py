@@ -2,7 +2,7 @@
 
 What the host shows of a port (port lines in findings and the JSON report, repair prompts,
 iteration snapshots, ``--out``) comes only from files it listed itself in the port folder
-(``envforge/port_files.py``). Each test is a hostile port, agent command or planted report that
+(``envforge/untrusted/port_files.py``). Each test is a hostile port, agent command or planted report that
 names a 0600 secret the test made (standing in for ``/etc/shadow``), and checks that its text
 reaches none of them. Hostile ports do their work when the sandboxed server imports them, so
 no JAX tracing is paid for.
@@ -22,13 +22,13 @@ import pytest
 from conftest import PONG_PORT, ROOT
 
 from envforge.agents.loop import AgentLimits
+from envforge.agents.messages import part_to_dict
 from envforge.agents.scripted import ScriptedModel, reply
 from envforge.cost.prices import user_price
 from envforge.mcp.server import REPORT_FILE, VerifierSession
-from envforge.messages import part_to_dict
 from envforge.sandbox.confine import probe
 from envforge.sandbox.docker import docker_available
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.translate.job import TranslateJob, run_translate_job
 from envforge.translate.orchestrate import RepairConfig
 from envforge.verify.context import VerifyOptions

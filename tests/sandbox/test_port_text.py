@@ -122,8 +122,8 @@ def test_the_rules_case_report_shows_port_text_as_data() -> None:
 def test_a_failing_batch_job_shows_its_message_as_data() -> None:
     from decimal import Decimal
 
+    from envforge.agents.messages import Usage
     from envforge.batch.batch_report import BatchReport, ReportRow, show_report
-    from envforge.messages import Usage
 
     row = ReportRow(
         job="pong-jax",

@@ -39,7 +39,7 @@ from envforge.backends.frames import (
 )
 from envforge.sandbox.confine import probe
 from envforge.sandbox.docker import docker_available
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 

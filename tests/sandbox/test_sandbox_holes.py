@@ -25,7 +25,7 @@ from envforge.sandbox.base import Sandbox, SandboxLimits
 from envforge.sandbox.confine import probe
 from envforge.sandbox.docker import docker_available
 from envforge.sandbox.select import open_sandbox
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 from envforge.verify.verdict import Report
@@ -241,7 +241,7 @@ raise RuntimeError("still here: the verifier could not be killed")
 RUN_VERIFIER = """
 import os, sys
 os.environ["ENVFORGE_PROBE_VERIFIER"] = str(os.getpid())
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 report = verify(spec_for_name("pong"), sys.argv[1], [0], VerifyOptions(sandbox=sys.argv[2]))

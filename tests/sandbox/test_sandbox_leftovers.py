@@ -31,7 +31,7 @@ DOCKER = pytest.mark.skipif(not docker_available(), reason="no docker engine")
 PROCESS = pytest.mark.skipif(not probe().read_only_mounts, reason="no mount namespaces")
 VICTIM = """
 import sys
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 verify(spec_for_name("pong"), sys.argv[1], [0], VerifyOptions(sandbox=sys.argv[2], timeout_s=300))

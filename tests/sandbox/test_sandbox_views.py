@@ -32,7 +32,7 @@ from envforge.sandbox.base import Sandbox, SandboxLimits
 from envforge.sandbox.confine import probe
 from envforge.sandbox.docker import docker_available
 from envforge.sandbox.select import open_sandbox
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 from envforge.verify.verdict import Report

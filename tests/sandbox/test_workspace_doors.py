@@ -20,7 +20,7 @@ import pytest
 
 from envforge.errors import BadInput
 from envforge.mcp.server import VerifierSession
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.workspace.optimize_workspace import write_optimize_workspace
 from envforge.workspace.pinned import WorkspaceEdited
 from envforge.workspace.write import CONFIG_FILE, load_config, write_workspace

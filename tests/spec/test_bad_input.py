@@ -251,7 +251,7 @@ BAD_INPUTS: list[tuple[str, str, str]] = [
     ("port_of_no_kind", "verify pong --port {dir}/empty_dir", "cannot tell the port's target"),
     ("unknown_target", "verify pong --target cobol", "unsupported target 'cobol'"),
     ("bad_sandbox", "verify pong --sandbox chroot", "--sandbox"),
-    # -- verify: numbers (one rule each, envforge/bounds.py)
+    # -- verify: numbers (one rule each, envforge/spec/bounds.py)
     ("seed_negative", "verify pong --seed -5", "--seed: expected an integer in [0, 2^32)"),
     ("seed_too_big", "verify pong --seed 4294967296", "--seed"),
     ("seed_not_a_number", "verify pong --seed abc", "'--seed'"),
@@ -459,7 +459,7 @@ def test_translate_builds_the_reference_before_paying_a_model(
 
 
 def test_ref_beside_spec_names_the_reference_that_is_verified(tmp_path: Path) -> None:
-    from envforge.spec_lookup import spec_for_reference
+    from envforge.spec import spec_for_reference
 
     copy = tmp_path / "elsewhere" / "pong.c"
     copy.parent.mkdir()

@@ -16,7 +16,7 @@ from pathlib import Path
 from conftest import PONG_SPEC, ROOT
 
 from envforge.native.rust_build import fetch_workspace_dependencies
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 from envforge.workspace.write import write_workspace
 
 PONG_C = PONG_SPEC.parent / "pong.c"

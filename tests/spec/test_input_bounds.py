@@ -14,8 +14,8 @@ import pytest
 from conftest import PONG_SPEC, ROOT, run_cli
 
 from envforge.errors import SpecError
-from envforge.expr import ExprError, Expression, ExpressionTimeout, evaluation_deadline
 from envforge.spec import load_spec
+from envforge.spec.expr import ExprError, Expression, ExpressionTimeout, evaluation_deadline
 from envforge.verify import runner
 from envforge.verify.context import VerifyOptions
 

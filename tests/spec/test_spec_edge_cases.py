@@ -18,8 +18,7 @@ from conftest import PONG_PORT, PONG_SPEC, ROOT
 
 from envforge.backends.recipe import build_driver, reference_recipe
 from envforge.errors import ContractViolation
-from envforge.spec import EnvSpec
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import EnvSpec, spec_for_name
 
 
 def test_a_valid_rule_no_drawn_state_meets_is_one_line_and_exit_2(tmp_path: Path) -> None:

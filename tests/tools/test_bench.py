@@ -31,7 +31,8 @@ from envforge.bench.measure import (
     timed_runs,
 )
 from envforge.bench.suite import best_limits
-from envforge.spec_lookup import default_port, spec_for_name
+from envforge.resolve import default_port
+from envforge.spec import spec_for_name
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = BenchSettings(batch_sizes=(1, 4), repeats=2, min_run_s=0.01, policies=("random", "mlp"))

@@ -492,13 +492,13 @@ expr = "obs[:, 9]"
 def test_model_proposals_are_kept_only_if_the_reference_accepts_them(tmp_path: Path) -> None:
     from decimal import Decimal
 
+    from envforge.agents.messages import Usage
     from envforge.agents.scripted import ScriptedModel, reply
     from envforge.cost.budget import Budget
     from envforge.cost.ledger import Ledger
     from envforge.cost.meter import MeteredModel
     from envforge.cost.prices import Price
     from envforge.init.assist import assist, reference_source
-    from envforge.messages import Usage
 
     draft = draft_spec("gymnasium:CartPole-v1", "cartpole", tmp_path)
     model = ScriptedModel([reply(PROPOSED, usage=Usage(input_tokens=9000, output_tokens=300))])

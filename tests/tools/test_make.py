@@ -25,7 +25,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 import envforge
 from envforge.backends.c import CDriver
 from envforge.errors import BadInput
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS_RUST = shutil.which("cargo") is not None and (

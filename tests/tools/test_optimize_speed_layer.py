@@ -1,4 +1,4 @@
-"""The speed layer's training draws and shuffles (envforge/speed_layer.py), which the UNO JAX
+"""The speed layer's training draws and shuffles (envforge/kit/speed_layer.py), which the UNO JAX
 port's training step uses: the same kinds of values as ``Draws``, uniform where it matters,
 and off they are ``Draws.from_key`` and ``jax.random.permutation`` themselves."""
 
@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from envforge import speed_layer
+from envforge.kit import speed_layer
 from envforge.rng.jax_draws import Draws
 
 pytestmark = pytest.mark.slow  # 80 s on a loaded 2-core machine (jit of a 6000-step scan)

@@ -1,4 +1,4 @@
-"""A benchmark job ends with the bench that started it (``envforge/orphans.py``): killing a
+"""A benchmark job ends with the bench that started it (``envforge/untrusted/orphans.py``): killing a
 bench from outside left its measuring job running for minutes, holding a core and 4 GiB."""
 
 from __future__ import annotations

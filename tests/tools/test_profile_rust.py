@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envforge.bench.profile_rust import run_profile_rust
-from envforge.spec_lookup import spec_for_name
+from envforge.spec import spec_for_name
 
 ROOT = Path(__file__).resolve().parents[2]
 CRATE = ROOT / "generated" / "cartpole" / "rust"

@@ -19,8 +19,8 @@ from envforge.batch.gate import Gate
 from envforge.batch.plan import JobPlan
 from envforge.batch.run_job import conclude, run_job
 from envforge.errors import BadInput, EnvforgeError
-from envforge.orphans import exit_with_parent
 from envforge.spec import EnvSpec
+from envforge.untrusted.orphans import exit_with_parent
 from envforge.verify.context import VerifyOptions
 from envforge.verify.runner import verify
 from envforge.verify.verdict import Report

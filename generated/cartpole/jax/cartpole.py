@@ -5,7 +5,7 @@ every step including the terminal one, and truncation after 500 steps computed f
 exactly as gymnasium's TimeLimit wrapper does (``elapsed >= max_episode_steps``). The
 reference computes in float64; this port is float32.
 
-What XLA:CPU needs to run it fast is in ``envforge/speed_layer.py``, called on the lines marked
+What XLA:CPU needs to run it fast is in ``envforge/kit/speed_layer.py``, called on the lines marked
 ``speed layer:``; ``ENVFORGE_SPEED_LAYER=off`` switches it off (sin and cos then come from
 ``jnp.sin``/``jnp.cos``, about one float32 ulp apart, well inside the spec's tolerance).
 """

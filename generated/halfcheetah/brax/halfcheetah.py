@@ -22,7 +22,7 @@ from brax.envs import half_cheetah  # noqa: E402
 from envforge.kit import use_xla_linalg_on_cpu  # noqa: E402
 
 # as in the MJX port: XLA's own Cholesky on CPU, not jaxlib's LAPACK kernels, whose batch
-# split can deadlock XLA's thread pool on 2 cores (envforge/xla_cpu.py); before any tracing
+# split can deadlock XLA's thread pool on 2 cores (envforge/kit/xla_cpu.py); before any tracing
 use_xla_linalg_on_cpu()
 
 ENV = half_cheetah.Halfcheetah(backend="mjx")

@@ -44,7 +44,7 @@ with contextlib.redirect_stdout(sys.stderr):
 from envforge.kit import cache_root, use_xla_linalg_on_cpu  # noqa: E402
 
 # MJX factors its mass matrix and solver Hessian with jax's batched LAPACK kernels, which on a
-# 2-core CPU can deadlock XLA's thread pool (envforge/xla_cpu.py says how): use XLA's own
+# 2-core CPU can deadlock XLA's thread pool (envforge/kit/xla_cpu.py says how): use XLA's own
 # Cholesky and triangular solve instead (same results to rounding). Before anything is traced.
 use_xla_linalg_on_cpu()
 

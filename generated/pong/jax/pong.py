@@ -7,7 +7,7 @@ build (``-O2 -ffp-contract=off``) bit for bit. Randomness replicates the referen
 xorshift32 generator, carried in the state as ``rng``.
 
 Single-env, pure functions; the envforge JAX backend vmaps and jits them. What XLA:CPU needs to
-run them fast is in ``envforge/speed_layer.py``, called on the lines marked ``speed layer:``;
+run them fast is in ``envforge/kit/speed_layer.py``, called on the lines marked ``speed layer:``;
 it changes no bit, and ``ENVFORGE_SPEED_LAYER=off`` switches it off.
 """
 

@@ -1,7 +1,7 @@
 """The tables of ``env.toml`` as typed, frozen models: spaces, canonical state fields, RNG,
 comparison, events, policies, C build settings and per-level verify settings.
 
-``spec.py`` puts them together into an :class:`~envforge.spec.EnvSpec` and loads and checks
+``load.py`` puts them together into an :class:`~envforge.spec.EnvSpec` and loads and checks
 files; this module is only their shape and the few helpers each table carries.
 """
 
@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from envforge import bounds
+from envforge.spec import bounds
 
 DTYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64", "uint8", "bool")
 MAX_ELEMENTS = 1 << 20

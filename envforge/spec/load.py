@@ -2,7 +2,7 @@
 
 The spec is the single description both sides of a comparison share: spaces, canonical state
 fields, RNG mode, comparison tolerances, named events and per-level settings (each table's
-model is in ``spec_sections.py``). A malformed spec raises :class:`SpecError` naming the file,
+model is in ``tables.py``). A malformed spec raises :class:`SpecError` naming the file,
 the key and what was expected.
 """
 
@@ -17,11 +17,10 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import Field, ValidationError
 
-from envforge import bounds
 from envforge.errors import SpecError
-from envforge.expr import ExprError, Expression
-from envforge.input_files import TOML_BYTES, InputFileError, load_toml, read_text
-from envforge.spec_sections import (
+from envforge.spec import bounds
+from envforge.spec.expr import ExprError, Expression
+from envforge.spec.tables import (
     ActionSpace,
     Agents,
     BoxSpace,
@@ -34,6 +33,7 @@ from envforge.spec_sections import (
     StateField,
     VerifySettings,
 )
+from envforge.untrusted.input_files import TOML_BYTES, InputFileError, load_toml, read_text
 
 MODULE_NAME = r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$"
 """A dotted Python module name (``rlcard.games.uno.round``)."""

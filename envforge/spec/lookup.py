@@ -1,6 +1,7 @@
-"""Find specs and ports from what the user typed: an env name, a reference path, or an id.
+"""Find specs from what the user typed: an env name, a reference path, or an id.
 
-(Not to be confused with ``verify/localize.py``, which finds the source lines behind a finding.)
+(Finding a port is ``envforge/resolve.py``'s; ``verify/localize.py`` finds the source lines
+behind a finding.)
 """
 
 from __future__ import annotations
@@ -8,13 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from envforge.errors import BadInput, SpecError
-from envforge.spec import EnvSpec, load_spec, reference_kind, with_reference
-from envforge.targets import get_target
+from envforge.spec.load import EnvSpec, load_spec, reference_kind, with_reference
 
 
 def project_roots() -> list[Path]:
     """Where ``references/`` may live: the working directory, then this checkout."""
-    roots = [Path.cwd(), Path(__file__).resolve().parents[1]]
+    roots = [Path.cwd(), Path(__file__).resolve().parents[2]]
     return [r for i, r in enumerate(roots) if r not in roots[:i]]
 
 
@@ -115,12 +115,3 @@ def _with_reference(spec: EnvSpec, ref: str, source: Path | None) -> EnvSpec:
         raise BadInput(
             f"--ref {ref} does not fit {e.path}: key '{e.key}': expected {e.expected}"
         ) from None
-
-
-def default_port(spec: EnvSpec, target: str = "jax") -> Path:
-    get_target(target)  # an unknown target is refused by name
-    rel = spec.port.get(target, f"generated/{spec.name}/{target}")
-    for root in [*project_roots(), spec.root.parent.parent]:
-        if (root / rel).exists():
-            return root / rel
-    raise BadInput(f"no {target} port found for {spec.name} at {rel}; pass --port")

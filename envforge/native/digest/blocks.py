@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from envforge.digest import native as digest_native
+from envforge.native.digest import c_digest as digest_native
 from envforge.spec import EnvSpec
 
 DIGEST_VERSION = 2

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from envforge.errors import BadInput, EnvforgeError
-from envforge.rust_crates import RUST_CRATES, RustCrate
+from envforge.native.rust_crates import RUST_CRATES, RustCrate
 from envforge.spec import EnvSpec
 
 
@@ -34,7 +34,7 @@ def check_translate(spec: EnvSpec, target: str, transfer: bool = False) -> None:
 def check_reference_tools(spec: EnvSpec) -> None:
     kind = spec.reference_kind
     if kind == "c":
-        from envforge.cc import c_compiler
+        from envforge.native.cc import c_compiler
 
         compiler = c_compiler()
         if compiler is None or shutil.which(compiler) is None:
