@@ -5,6 +5,7 @@ when, where and by what command it was measured."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,21 @@ def test_targets_re_measures_one_port_and_merges_it(tmp_path: Path) -> None:
     assert after["date"] == recorded["date"] and after["command"] == recorded["command"]
     assert (tmp_path / "img/bench-cartpole.png").exists()
     assert not (tmp_path / "BENCHMARKS.md").exists()
+
+
+def test_the_page_is_what_its_json_renders(tmp_path: Path) -> None:
+    """docs/BENCHMARKS.md is never edited by hand: re-rendered from docs/bench/*.json it comes
+    out the same, its header pointing to docs/BENCH.md for the method."""
+    page = (ROOT / "docs/BENCHMARKS.md").read_text()
+    envs = re.findall(r"^## (\S+)$", page, re.M)
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/regenerate_docs.py", "--from-json", "--envs", ",".join(envs)]
+        + ["--out", str(tmp_path / "BENCHMARKS.md")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "BENCHMARKS.md").read_text() == page
+    assert "docs/BENCH.md" in page.split("\n## ")[0]
