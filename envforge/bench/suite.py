@@ -55,6 +55,10 @@ def _job_reference(spec: EnvSpec, settings: BenchSettings) -> dict[str, Any]:
         path = spec.reference_path()
         assert path is not None
         rows = measure_node_loop(spec, path, settings)
+    elif spec.reference_kind == "pettingzoo":
+        from envforge.bench.pettingzoo_loop import measure_pettingzoo
+
+        rows = measure_pettingzoo(spec, settings)
     else:
         from envforge.bench.python_loop import measure_python
 
