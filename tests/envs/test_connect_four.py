@@ -188,3 +188,17 @@ def test_a_port_within_tolerance_but_not_zero_sum_fails_the_property(tmp_path: P
 def test_the_shipped_port_is_equivalent_at_l0_to_l3() -> None:
     report = verify(load_spec(SPEC), PORT.parent, options=QUICK)
     assert [lv.status for lv in report.levels] == ["pass"] * 4, report.levels
+
+
+def test_l3s_seat_policies_play_only_legal_moves_of_the_player_to_move() -> None:
+    from envforge.verify.policies import legal_random, rollout_policies
+
+    spec = load_spec(SPEC)
+    names = [p.name for p in rollout_policies(spec, np.random.default_rng(0))]
+    assert "random_legal" in names and "centre_column_vs_random_legal" in names
+    mask = np.zeros((64, 2, 7), bool)
+    mask[:32, 0, [2, 5]] = True  # rows 0-31: player_0 to move, columns 2 and 5 open
+    mask[32:, 1, 6] = True  # rows 32-63: player_1 to move, only column 6
+    state = {"legal_action_mask": mask, "current_player": np.repeat([0, 1], 32).astype(np.int32)}
+    actions = legal_random(spec, np.random.default_rng(1), state)
+    assert set(actions[:32].tolist()) == {2, 5} and set(actions[32:].tolist()) == {6}
