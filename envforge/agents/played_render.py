@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+SHOWN_ARGUMENT = 300
+"""Characters of a tool call's string argument shown in new.txt (the request holds it whole)."""
+
 
 def _plain(message: dict[str, Any]) -> Any:
     """A message without its cache markers (they move as the conversation grows)."""
@@ -39,8 +42,14 @@ def render_block(part: dict[str, Any]) -> str:
     kind = part.get("type")
     if kind == "text":
         return str(part.get("text", ""))
-    if kind == "tool_use":
-        arguments = json.dumps(part.get("input", {}), indent=1, ensure_ascii=False)
+    if kind == "tool_use":  # the player's own call: long arguments (a whole file) cut short
+        shown = {
+            k: v
+            if not isinstance(v, str) or len(v) <= SHOWN_ARGUMENT
+            else f"{v[:SHOWN_ARGUMENT]}... ({len(v)} characters, as sent)"
+            for k, v in dict(part.get("input", {})).items()
+        }
+        arguments = json.dumps(shown, indent=1, ensure_ascii=False)
         return f"[tool_use {part.get('id')}: {part.get('name')}]\n{arguments}"
     if kind == "tool_result":
         content = part.get("content", "")

@@ -389,3 +389,12 @@ def test_play_serve_runs_a_command_against_itself_and_play_wait_prints_the_next_
         timeout=60,  # fmt: skip
     )
     assert none.returncode == 1 and "no request waiting" in none.stderr
+
+
+def test_new_txt_cuts_the_players_own_long_arguments() -> None:
+    from envforge.agents.played_render import render_block
+
+    shown = render_block({"type": "tool_use", "id": "t1", "name": "write_file",
+                          "input": {"path": "port/x.py", "content": "x" * 5000}})  # fmt: skip
+    assert '"path": "port/x.py"' in shown and "(5000 characters, as sent)" in shown
+    assert len(shown) < 500

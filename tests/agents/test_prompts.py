@@ -283,3 +283,13 @@ def test_run_verify_quotes_the_reference_lines_it_says_were_not_run() -> None:
     )
     assert f"pong.c line {bounce + 1} (never executed): {lines[bounce].strip()}" in text
     assert str(ROOT) not in text
+
+
+def test_the_prompt_says_which_constructor_arguments_the_reference_is_made_with() -> None:
+    """A played run ported Blackjack with gymnasium's default natural=False: the spec makes it
+    with natural=true, and only a finding (a 1.5 reward) said so."""
+    spec = spec_for_name("blackjack")
+    prompt = prompts.translation_prompt(
+        spec, "jax", "port/blackjack.py", "0-3", None, reference_sources(spec)
+    )
+    assert "constructor arguments (`natural=True, sab=False`)" in prompt.context + prompt.task
