@@ -9,13 +9,13 @@ sees only the rules text: never another version, so versions stay independent.
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 
 from envforge.errors import BadInput
 from envforge.rules.text import RulesText
 from envforge.spec import EnvSpec
 from envforge.untrusted.regular import NotPlainFile, read_file, write_file
+from envforge.untrusted.scripts import entry_script
 
 TASK_FILES = ("AGENTS.md", "CLAUDE.md", "GEMINI.md")
 CHECK = "check"
@@ -69,18 +69,12 @@ Draft `env.toml` once the class works: `envforge init --ref {name}.py:{cls} --ou
 read it, fix what it could not guess, and keep it passing `./check`.
 """
 
-CHECK_SCRIPT = """#!/bin/sh
-# Runs your rule cases against {name}.py (envforge rules check).
-here={here}
+CHECK_USAGE = "runs your rule cases against {name}.py (envforge rules check)"
+CHECK_FIRST = """here={here}
 [ -f "$here/env.toml" ] || {{ echo "no env.toml yet: draft it (see AGENTS.md)"; exit 2; }}
 [ -f "$here/cases.toml" ] || {{ echo "no cases.toml yet: write rule cases (see AGENTS.md)"; exit 2; }}
-python=${{ENVFORGE_PYTHON:-}}
-[ -n "$python" ] || python={python}
-exec "$python" -I -m envforge.cli rules check "$here/RULES.md" --cases "$here/cases.toml" \\
-  --spec "$here/env.toml" "$@"
+set -- "$here/RULES.md" --cases "$here/cases.toml" --spec "$here/env.toml" "$@"
 """
-"""``-I`` and no ``cd``: the interpreter's import path holds neither the workspace nor the
-caller's folder (a ``numpy.py`` the agent writes there is not imported in place of numpy)."""
 
 
 REPAIR = """
@@ -157,7 +151,8 @@ def write_draft_workspace(
     for task_file in TASK_FILES:
         (folder / task_file).write_text(task)
     check = folder / CHECK
-    here = shlex.quote(str(folder.resolve()))
-    check.write_text(CHECK_SCRIPT.format(name=name, python=shlex.quote(sys.executable), here=here))
+    before = CHECK_FIRST.format(here=shlex.quote(str(folder.resolve())))
+    command = ["-m", "envforge.cli", "rules", "check"]
+    check.write_text(entry_script(CHECK, CHECK_USAGE.format(name=name), command, before))
     check.chmod(0o755)
     return folder

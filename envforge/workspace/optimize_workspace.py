@@ -22,10 +22,10 @@ from envforge.spec import EnvSpec
 from envforge.translate.workspace import port_layout
 from envforge.untrusted.port_files import NotListed, list_port
 from envforge.untrusted.regular import write_file
+from envforge.untrusted.scripts import entry_script
 from envforge.workspace.write import (
     TASK_FILES,
     WorkspaceConfig,
-    entry_script,
     write_part,
     write_workspace,
 )
@@ -93,7 +93,7 @@ def bench_script(config: WorkspaceConfig) -> str:
     command = ["-m", "envforge.cli", "bench", config.env, "--port", str(config.port_path())]
     command += ["--target", config.target, "--batch", BENCH_BATCHES, "--policy", "random"]
     usage = "steps/s of the reference and of port/, timed by the host. Usage: ./bench [options]"
-    return entry_script(usage, command)
+    return entry_script(BENCH_SCRIPT, usage, command)
 
 
 def profile_script(config: WorkspaceConfig) -> str:
@@ -101,4 +101,4 @@ def profile_script(config: WorkspaceConfig) -> str:
     command = ["-m", "envforge.cli", "profile", config.env, "--port", str(config.port_path())]
     command += ["--target", config.target]
     usage = "where a batched step of port/ spends its time. Usage: ./profile [--batch B] [--json]"
-    return entry_script(usage, command)
+    return entry_script(PROFILE_SCRIPT, usage, command)

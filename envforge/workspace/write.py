@@ -32,6 +32,7 @@ from envforge.prompts.sources import SourceFile, reference_sources
 from envforge.spec import EnvSpec, load_spec, spec_for_reference
 from envforge.translate.workspace import port_layout
 from envforge.untrusted.port_files import PortFiles, copy_port, list_port
+from envforge.untrusted.scripts import ISOLATED, entry_script
 from envforge.workspace.agent_task import render_task
 from envforge.workspace.pinned import check_pin, load_pin, real_files, record
 from envforge.workspace.reference_copy import tidy_copy
@@ -265,11 +266,6 @@ MCP_TIMEOUT_S = 1800
 """A full verification takes minutes; agent CLIs cut tool calls far sooner by default."""
 
 
-ISOLATED = "-I"
-"""Python's isolated mode: neither the working folder nor ``PYTHON*`` variables reach its
-import path (an agent's ``argparse.py`` in the workspace is never imported)."""
-
-
 def mcp_command(root: Path) -> tuple[str, list[str]]:
     """``envforge mcp`` on this workspace, through the interpreter that wrote it, isolated."""
     return sys.executable, [ISOLATED, "-m", "envforge.cli", "mcp", "--workspace", str(root)]
@@ -310,18 +306,6 @@ def _reference_argument(spec: EnvSpec, copy: Path, sources: list[SourceFile]) ->
     return f"reference/{relative}" + (f":{suffix}" if suffix else "")
 
 
-def entry_script(usage: str, command: list[str], before: str = "") -> str:
-    """A workspace script: the interpreter that wrote the workspace ($ENVFORGE_PYTHON
-    overrides), isolated, started from wherever it is called (no ``cd`` into the workspace)."""
-    quoted = " ".join(shlex.quote(part) for part in [ISOLATED, *command])
-    return f"""#!/bin/sh
-# {usage}
-python=${{ENVFORGE_PYTHON:-}}
-[ -n "$python" ] || python={shlex.quote(sys.executable)}
-{before}exec "$python" {quoted} "$@"
-"""
-
-
 def verify_script(config: WorkspaceConfig) -> str:
     """``./verify [LEVELS] [options]``: envforge verify on the port against the recorded
     reference (``verify --workspace``), ending with the next repair prompt."""
@@ -338,4 +322,4 @@ case "$1" in
 esac
 set -- --levels "$levels" "$@"
 """
-    return entry_script(usage, command, before)
+    return entry_script(VERIFY_SCRIPT, usage, command, before)
