@@ -42,6 +42,10 @@ from typing import Any
 
 from envforge.agents.played_render import render_new
 from envforge.agents.played_usage import PromptCache, output_tokens
+from envforge.untrusted.regular import read_file
+
+REPLY_BYTES = 64 * 2**20
+"""Largest reply file read from the queue (a reply holds a port or two)."""
 
 POLL_S = 0.2
 KEEPALIVE_S = 15.0
@@ -168,7 +172,7 @@ class PlayedQueue:
         if not path.is_file():
             return None
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(read_file(path, REPLY_BYTES))  # no link followed, no FIFO opened
             if isinstance(data, dict) and "error" in data:
                 answer = check_error(data)
             else:

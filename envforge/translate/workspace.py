@@ -23,7 +23,13 @@ from envforge.prompts.sources import SourceFile
 from envforge.spec import EnvSpec
 from envforge.targets import get_target
 from envforge.untrusted.port_files import PortFiles, copy_port, list_port
-from envforge.untrusted.regular import NotPlainFile, copy_file
+from envforge.untrusted.regular import (
+    NotPlainFile,
+    append_file,
+    copy_file,
+    fresh_folder,
+    write_file,
+)
 from envforge.verify.verdict import Report
 
 PROVENANCE = "PROVENANCE.md"
@@ -88,35 +94,36 @@ class RunWorkspace:
         return bool(self.port_files().names)
 
     def iteration_dir(self, number: int) -> Path:
-        return self.root / "iterations" / f"{number:02d}"
+        return self.root / self.iteration_name(number)
 
+    @staticmethod
+    def iteration_name(number: int) -> str:
+        return f"iterations/{number:02d}"
+
+    # the agent's commands may have left links anywhere in the workspace (iterations/
+    # included): what the host writes there is written by the one rule, through none of them
     def start_transcript(self, number: int) -> Callable[[Message], None]:
         """A fresh iteration folder, and the function that appends a message to its transcript."""
-        folder = self.iteration_dir(number)
-        if folder.exists():
-            shutil.rmtree(folder)
-        folder.mkdir(parents=True)
-        path = folder / "transcript.jsonl"
-        path.touch()
+        name = f"{self.iteration_name(number)}/transcript.jsonl"
+        fresh_folder(self.root, self.iteration_name(number))
+        append_file(self.root, name, "")
 
         def append(message: Message) -> None:
             line = {"role": message.role, "parts": [part_to_dict(p) for p in message.parts]}
-            with path.open("a") as f:
-                f.write(json.dumps(line) + "\n")
+            append_file(self.root, name, json.dumps(line) + "\n")
 
         return append
 
     def snapshot(self, number: int, report: Report | None, cost: dict[str, Any]) -> Path:
         """The iteration's port, report and cost beside its transcript."""
-        folder = self.iteration_dir(number)
-        folder.mkdir(parents=True, exist_ok=True)
-        if (folder / "port").exists():
-            shutil.rmtree(folder / "port")
-        copy_port(self.port_files(), folder / "port")
+        folder = self.iteration_name(number)
+        copy_port(self.port_files(), fresh_folder(self.root, f"{folder}/port"))
         if report is not None:
-            (folder / "report.json").write_text(json.dumps(report.to_dict(), indent=2))
-        (folder / "cost.json").write_text(json.dumps(cost, indent=2))
-        return folder
+            write_file(
+                self.root, f"{folder}/report.json", json.dumps(report.to_dict(), indent=2).encode()
+            )
+        write_file(self.root, f"{folder}/cost.json", json.dumps(cost, indent=2).encode())
+        return self.root / folder
 
     def restore(self, number: int) -> None:
         """Put iteration ``number``'s port snapshot back as the current port."""

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from envforge.untrusted.regular import write_file
+
 SKIPPED = frozenset(
     {"__pycache__", "target", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", ".git"}
 )
@@ -248,26 +250,19 @@ def list_port(port: Path, follow_root: bool = True) -> PortFiles:
 
 
 def copy_port(files: PortFiles, dest: Path) -> None:
-    """Copy the listed files (and folders) of ``files`` to a new folder ``dest``, each read
-    through :meth:`PortFiles.open`; modes (without set-id bits) and times kept. A name that is
-    no longer a plain file is left out. Refused names are never copied."""
-    dest.mkdir(parents=True)
-    for folder in files.folders:
+    """Copy the listed files (and folders) of ``files`` into the folder ``dest`` (made when
+    missing), each read through :meth:`PortFiles.open` and written by the one rule
+    (``untrusted/regular.py``: no link at the destination followed); modes (without set-id
+    bits) and times kept. A name that is no longer a plain file is left out. Refused names are
+    never copied."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for folder in files.folders:  # empty ones too
         (dest / folder).mkdir(parents=True, exist_ok=True)
     for name in files.names:
-        target = dest / name
-        target.parent.mkdir(parents=True, exist_ok=True)
         try:
             with files.open(name) as fd:
                 info = os.fstat(fd)
-                out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-                try:
-                    while chunk := os.read(fd, 1 << 20):
-                        while chunk:
-                            chunk = chunk[os.write(out, chunk) :]
-                    os.fchmod(out, stat.S_IMODE(info.st_mode) & 0o777)
-                finally:
-                    os.close(out)
-                os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+                write_file(dest, name, fd, stat.S_IMODE(info.st_mode))
+            os.utime(dest / name, ns=(info.st_atime_ns, info.st_mtime_ns), follow_symlinks=False)
         except NotListed:
             continue

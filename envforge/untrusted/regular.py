@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -214,3 +215,45 @@ def copy_file(
         if info.st_size > limit:
             raise NotPlainFile(Path(below or "", source), f"over the {limit} bytes allowed")
         write_file(root, relative, read_fd(fd, limit, source), stat.S_IMODE(info.st_mode))
+
+
+def fresh_folder(root: Path, relative: str | Path) -> Path:
+    """``root/relative`` as a new empty folder: the folders below ``root`` made where missing
+    (a link or file in their place replaced), whatever had the name removed first (a folder's
+    tree without following its links, a link itself rather than what it names)."""
+    parts = _parts(relative)
+    with _folder_fds(root, parts[:-1], follow_root=True, create=True) as parent:
+        try:
+            try:
+                mode: int | None = os.lstat(parts[-1], dir_fd=parent).st_mode
+            except FileNotFoundError:
+                mode = None
+            if mode is not None and stat.S_ISDIR(mode):
+                shutil.rmtree(parts[-1], dir_fd=parent)
+            elif mode is not None:
+                os.unlink(parts[-1], dir_fd=parent)
+            os.mkdir(parts[-1], 0o755, dir_fd=parent)
+        except OSError as e:
+            raise NotPlainFile(Path(root, *parts), _why(e)) from None
+    return Path(root, *parts)
+
+
+def append_file(root: Path, relative: str | Path, text: str) -> None:
+    """Append ``text`` to ``root/relative`` (made when missing), reached as :func:`write_file`
+    reaches its file: no link below ``root`` followed, only a regular file appended to."""
+    parts = _parts(relative)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    with _folder_fds(root, parts[:-1], follow_root=True, create=True) as folder:
+        try:
+            fd = os.open(parts[-1], flags, 0o644, dir_fd=folder)
+        except OSError as e:
+            raise NotPlainFile(Path(root, *parts), _why(e)) from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+                raise NotPlainFile(Path(root, *parts), kind(info.st_mode))
+            data = memoryview(text.encode())
+            while data:
+                data = data[os.write(fd, data) :]
+        finally:
+            os.close(fd)

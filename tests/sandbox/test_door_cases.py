@@ -109,7 +109,9 @@ def test_a_second_translate_run_writes_no_reference_copy_through_a_planted_link(
     if not probe().read_only_mounts:
         pytest.skip("this kernel refuses mount namespaces")
     secret, told = secret_file(tmp_path / "private")
-    plant = f"ln -sf {secret} reference/pong.c"
+    plant = (
+        f"ln -sf {secret} reference/pong.c && rm -rf iterations && ln -s {secret.parent} iterations"
+    )
     ws = tmp_path / "ws"
     for number, calls in ((1, [("run_command", {"command": plant})]), (2, [])):
         model = ScriptedModel([reply(calls=calls)] + [reply("done")] * 4)
@@ -132,6 +134,8 @@ def test_a_second_translate_run_writes_no_reference_copy_through_a_planted_link(
         if number == 1:
             assert (ws / "reference" / "pong.c").is_symlink()  # the agent's command made it
     assert secret.read_text() == told + "\n" and secret.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in secret.parent.iterdir()] == ["secret.txt"]  # no transcript there
+    assert (ws / "iterations" / "01" / "transcript.jsonl").is_file()
     copy = ws / "reference" / "pong.c"
     assert not copy.is_symlink() and copy.read_text() == spec_for_name("pong").reference_path().read_text()  # fmt: skip
 
