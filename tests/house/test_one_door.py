@@ -164,6 +164,7 @@ PORT_RUNNERS = {
     "load_ref": "imports the code a target names (envforge/targets)",
     "CPortDriver": "compiles and loads a C port",
     "measure_c_loop": "compiles and runs a C implementation in a timed loop",
+    "time_driver": "times a driver's calls on the host (a port's must come from open_sandboxed)",
 }
 """Calls that import, build or run an implementation's code where they are made."""
 
@@ -231,6 +232,8 @@ ALLOWED = {
     ("envs/batches.py", "RustDriver"): "envforge.make of a Rust port (documented exception)",
     ("commands/train.py", "load_port"): "envforge train (documented exception)",
     ("commands/train.py", "open_driver"): "envforge train (documented exception)",
+    ("translate/throughput.py", "time_driver"): "measure_sandboxed: the port by open_sandboxed",
+    ("mcp/server.py", "time_driver"): "the reference, timed beside the sandboxed port",
 }
 REFERENCE_ONLY = {
     key
@@ -326,6 +329,10 @@ def test_the_door_rule_catches_a_port_run_outside_it(tmp_path: Path) -> None:
         "def open_both(spec, port, ref_recipe, port_recipe):\n"
         "    return open_driver(ref_recipe), open_driver(port_recipe)\n"
     )
+    (package / "mcp").mkdir()
+    (package / "mcp" / "server.py").write_text(
+        "def bench(session, port):\n    return time_driver(session.driver(port), 8, 8, 'x')\n"
+    )
     (package / "verify" / "level4_transfer.py").write_text(
         "def train_on_port(ctx, sandbox, port):\n"
         "    if sandbox is None:\n"
@@ -335,6 +342,7 @@ def test_the_door_rule_catches_a_port_run_outside_it(tmp_path: Path) -> None:
     assert door_violations(package) == [
         "bench/quick.py:3: open_driver opens a driver unsandboxed (in this process or a plain "
         "child) outside the door",
+        "mcp/server.py:2: time_driver is allowed for the reference, given a port",
         "verify/level4_transfer.py:4: train_port_isolated is allowed only when no sandbox was "
         "chosen",
         "verify/runner.py:2: open_driver is allowed for the reference, given a port",
