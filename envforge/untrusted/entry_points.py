@@ -73,26 +73,26 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         "envforge verify --workspace",
         (*_WORKSPACE, "spec expressions"),
         ("pinned reference", *_VERIFY),
-    ),  # fmt: skip
+    ),
     EntryPoint("command", "envforge list", (), ()),
     EntryPoint(
         "command",
         "envforge translate",
         (*_WORKSPACE, "model output", "spec expressions"),
         ("command sandbox", *_VERIFY),
-    ),  # fmt: skip
+    ),
     EntryPoint(
         "command",
         "envforge prompt",
         ("port", "reference copy"),
         ("file rule", "pinned reference", "isolated interpreter"),
-    ),  # fmt: skip
+    ),
     EntryPoint(
         "command",
         "envforge mcp",
         (*_WORKSPACE, "spec expressions"),
         ("pinned reference", "isolated interpreter", *_VERIFY),
-    ),  # fmt: skip
+    ),
     EntryPoint("command", "envforge cost", (), ()),
     EntryPoint("command", "envforge bench", ("port",), ("job sandbox", "shown as data")),
     EntryPoint("command", "envforge profile", ("port",), ("job sandbox", "shown as data")),
@@ -103,33 +103,33 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         "envforge init",
         ("model output", "spec expressions"),
         ("bounded expressions", "file rule"),
-    ),  # fmt: skip
+    ),
     EntryPoint(
         "command",
         "envforge batch run",
         (*_WORKSPACE, "model output", "spec expressions"),
         ("command sandbox", *_VERIFY),
-    ),  # fmt: skip
+    ),
     EntryPoint("command", "envforge batch status", ("port",), ("shown as data",)),
     EntryPoint("command", "envforge batch report", ("port",), ("shown as data",)),
     EntryPoint(
         "command",
         "envforge rules check",
         ("agent files", "port", "spec expressions"),
-        ("host reference", "file rule", *_VERIFY),
-    ),  # fmt: skip
+        ("host reference", *_VERIFY),
+    ),
     EntryPoint(
         "command",
         "envforge rules compare",
         ("agent files", "spec expressions"),
         ("host reference", "driver sandbox", "file rule", "shown as data"),
-    ),  # fmt: skip
+    ),
     EntryPoint(
         "command",
         "envforge rules draft",
         ("agent files", "model output"),
         ("command sandbox", "file rule", "isolated interpreter"),
-    ),  # fmt: skip
+    ),
     EntryPoint("command", "envforge play serve", ("model output",), ("file rule",)),
     EntryPoint("command", "envforge play wait", ("model output",), ("file rule",)),
     EntryPoint(
@@ -141,28 +141,28 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
     EntryPoint("mcp tool", "reference", ("reference copy",), ("pinned reference",)),
     EntryPoint(
         "mcp tool", "bench", ("port", "reference copy"), ("pinned reference", "driver sandbox")
-    ),  # fmt: skip
+    ),
     EntryPoint(
         "workspace script",
         "verify",
         _WORKSPACE,
         ("isolated interpreter", "pinned reference", *_VERIFY),
-    ),  # fmt: skip
+    ),
     EntryPoint(
         "workspace script",
         "bench",
         ("port", "agent files"),
         ("isolated interpreter", "job sandbox"),
-    ),  # fmt: skip
+    ),
     EntryPoint(
         "workspace script",
         "profile",
         ("port", "agent files"),
         ("isolated interpreter", "job sandbox"),
-    ),  # fmt: skip
+    ),
     EntryPoint(
         "workspace script", "check", ("agent files",), ("isolated interpreter", "host reference")
-    ),  # fmt: skip
+    ),
     EntryPoint("workspace config", ".mcp.json", ("agent files",), ("isolated interpreter",)),
     EntryPoint(
         "workspace config", ".gemini/settings.json", ("agent files",), ("isolated interpreter",)
