@@ -28,13 +28,13 @@ DOORS = {
     "sandbox, whatever --sandbox says for verification",
     "file rule": "one rule for a file someone else shaped: opened without following a link, a "
     "regular file, size-capped, written new at the destination (untrusted/regular.py, the "
-    "host's own port listing in port_files.py)",
+    "host's own port listing in untrusted/port_files.py)",
     "pinned reference": "the real reference, recorded outside the workspace when it was "
     "written; an edited copy is refused before anything builds (workspace/pinned.py)",
     "isolated interpreter": "an absolute interpreter in isolated mode, no cd into the "
     "workspace (untrusted/scripts.py)",
     "bounded expressions": "cost-checked when the spec loads, evaluated within a deadline "
-    "(expr.py)",
+    "(spec/expr.py)",
     "shown as data": "a port's text escaped and its control characters made visible "
     "(untrusted/shown.py)",
     "host reference": "run as a reference on the host: the user's own code, vouched for by "
