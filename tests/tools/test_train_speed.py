@@ -73,5 +73,10 @@ def test_benchmarks_md_renders_the_training_table(tmp_path: Path) -> None:
     )
     text = out.read_text()
     assert "## Training speed (PPO)" in text  # from the committed docs/bench/train-*.json
-    for result in load_results(ROOT / "docs" / "bench"):
-        assert f"| {result['env']} | " in text.split("## Training speed (PPO)")[1]
+    training = text.split("## Training speed (PPO)")[1]
+    results = load_results(ROOT / "docs" / "bench")
+    for result in results:
+        assert f"| {result['env']} | " in training
+        assert f"`python {result['command']}`" in training  # the command that measures it again
+    dates = sorted(r["date"] for r in results)
+    assert f"Measured {dates[0]}" in training and dates[-1] in training
