@@ -212,6 +212,15 @@ def test_every_command_is_shown_somewhere() -> None:
     assert len(leaves) >= 15 and not [c for c in leaves if c not in shown], "commands no page shows"
 
 
+def test_cli_md_lists_every_command() -> None:
+    """docs/CLI.md is the reference of every command: a command added gets its row."""
+    table = (ROOT / "docs" / "CLI.md").read_text()
+    cli = _cli()
+    leaves = [c for c in cli if c and not any(k.startswith(c + " ") for k in cli)]
+    missing = [c for c in leaves if f"`envforge {c}" not in table and f"`{c}`" not in table]
+    assert not missing, "commands docs/CLI.md does not list"
+
+
 def _guides() -> list[Path]:
     index = (ROOT / "docs" / "README.md").read_text()
     section = re.search(r"^## Guides$(.*?)(?=^## )", index, re.M | re.S)
