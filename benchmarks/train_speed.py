@@ -26,7 +26,7 @@ and its children (node), all threads, so it is little disturbed by other load. T
     JAX_PLATFORMS=cpu python benchmarks/train_speed.py --env cartpole --updates 2 --ref-updates 2
 
 Writes ``docs/bench/train-<env>.json`` (``train-<env>-<envs>x<steps>.json`` with ``--num-envs`` or
-``--num-steps``; ``benchmarks/regenerate_docs.py`` renders them all as the
+``--num-steps``, ``train-<env>-<target>...`` for a port other than the env's fastest; ``benchmarks/regenerate_docs.py`` renders them all as the
 "Training speed (PPO)" table of docs/BENCHMARKS.md) and prints the table.
 """
 
@@ -47,19 +47,11 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from envforge.backends.recipe import open_driver, reference_recipe  # noqa: E402
-from envforge.bench.python_loop import env_factory  # noqa: E402
+from envforge.bench.train_sides import train_port, train_reference  # noqa: E402
 from envforge.bench.train_table import training_table  # noqa: E402
-from envforge.envs.make import make  # noqa: E402
-from envforge.spec import EnvSpec  # noqa: E402
 from envforge.resolve import default_port  # noqa: E402
-from envforge.spec import spec_for_name  # noqa: E402
-from envforge.targets import get_target  # noqa: E402
+from envforge.spec import EnvSpec, spec_for_name  # noqa: E402
 from envforge.train.config import PPOConfig, l4_config  # noqa: E402
-from envforge.train.host_ppo import train_host  # noqa: E402
-from envforge.train.port_env import load_port  # noqa: E402
-from envforge.train.ppo import TrainResult, rollout_rate, train_fused  # noqa: E402
-from envforge.train.vec_env import DriverVecEnv, GymnasiumVecEnv, ObjectsVecEnv, VecEnv  # noqa: E402
 
 BEST = {
     "pong": "jax",
@@ -86,30 +78,6 @@ def cpu_model() -> str:
     return "unknown (lscpu gave no model name)"
 
 
-def children_cpu_s() -> float:
-    """CPU seconds of this process's live descendants (a node reference's process)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    parent, cpu = {}, {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        parent[int(entry.name)] = int(fields[1])
-        cpu[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks
-    mine, total, grew = {os.getpid()}, 0.0, True
-    while grew:
-        grew = False
-        for pid, ppid in parent.items():
-            if ppid in mine and pid not in mine:
-                mine.add(pid)
-                total += cpu[pid]
-                grew = True
-    return total
-
-
 def ppo_config(spec: EnvSpec, args: argparse.Namespace, updates: int) -> PPOConfig:
     """The spec's ``[l4]`` PPO (network, batch, epochs), or the defaults; ``updates`` rollouts."""
     cfg = l4_config(spec).ppo if spec.l4 else PPOConfig()
@@ -119,71 +87,15 @@ def ppo_config(spec: EnvSpec, args: argparse.Namespace, updates: int) -> PPOConf
     return cfg.with_timesteps(updates * cfg.batch_size)
 
 
-def reference_vec_env(spec: EnvSpec, num_envs: int) -> tuple[VecEnv, str]:
-    if spec.reference_kind in ("gymnasium", "python"):
-        return ObjectsVecEnv(env_factory(spec), num_envs), "its env objects in a Python loop"
-    driver = open_driver(reference_recipe(spec, strict_float=False), isolate=False)
-    return DriverVecEnv(driver, spec, num_envs), f"its {spec.reference_kind} Driver"
-
-
-def side(result: TrainResult, child_cpu_s: float, what: str, trainer: str) -> dict[str, Any]:
-    """One side's figures; the host loop's uncounted first learning step added back."""
-    extra = result.extra
-    train_s = result.train_s + extra.get("learn_s_per_update", 0.0)
-    cpu_s = result.cpu_s + extra.get("learn_cpu_s_per_update", 0.0) + child_cpu_s
-    out = {
-        "implementation": what,
-        "trainer": trainer,
-        "env_steps": result.env_steps,
-        "compile_s": round(result.jit_s, 2),
-        "train_s": round(train_s, 3),
-        "cpu_s": round(cpu_s, 3),
-        "steps_per_s": round(result.env_steps / train_s, 1),
-        "steps_per_cpu_s": round(result.env_steps / cpu_s, 1),
-    }
-    if "learn_s" in extra:
-        learn_s = extra["learn_s"] + extra["learn_s_per_update"]
-        out["learn_share"] = round(learn_s / train_s, 3)
-        out["rollout_steps_per_s"] = round(result.env_steps / max(train_s - learn_s, 1e-9), 1)
-    return out
-
-
-def train_port(
-    spec: EnvSpec, target: str, cfg: PPOConfig, rollout: bool
-) -> tuple[dict[str, Any], str]:
-    port = default_port(spec, target)
-    if get_target(target).python_module:  # a JAX port: fused
-        module = load_port(port, spec.name)
-        out = side(train_fused(module, spec, cfg), 0.0, f"{target} port", "fused JAX")
-        if rollout:
-            rate = rollout_rate(module, spec, cfg, 1, cfg.num_steps * 8)
-            out["rollout_steps_per_s"] = round(rate, 1)
-        return out, str(port.relative_to(ROOT))
-    vector = make(spec.name, target=target, num_envs=cfg.num_envs, autoreset_mode="SameStep")
-    vec = GymnasiumVecEnv(spec.name, cfg.num_envs, vector_env=vector)
-    before = children_cpu_s()
-    result = train_host(vec, spec, cfg)
-    out = side(result, children_cpu_s() - before, f"{target} port", "host loop")
-    vec.close()
-    return out, str(port.relative_to(ROOT))
-
-
-def train_reference(spec: EnvSpec, cfg: PPOConfig) -> dict[str, Any]:
-    vec, how = reference_vec_env(spec, cfg.num_envs)
-    before = children_cpu_s()
-    result = train_host(vec, spec, cfg)
-    out = side(result, children_cpu_s() - before, f"reference ({how})", "host loop")
-    vec.close()
-    return out
-
-
 def bench_env(name: str, target: str, args: argparse.Namespace, cpu: str) -> dict[str, Any]:
     spec = spec_for_name(name)
     port_cfg = ppo_config(spec, args, args.updates)
     ref_cfg = ppo_config(spec, args, args.ref_updates)
     load_before = [round(x, 2) for x in os.getloadavg()]
     print(f"{name}: training on the {target} port (load {load_before[0]})", file=sys.stderr)
-    port, port_path = train_port(spec, target, port_cfg, args.rollout)
+    port_dir = default_port(spec, target)
+    port = train_port(spec, port_dir, target, port_cfg, args.rollout)
+    port_path = str(port_dir.relative_to(ROOT))
     print(f"{name}: training on the reference", file=sys.stderr)
     reference = train_reference(spec, ref_cfg)
     ratio = port["steps_per_s"] / reference["steps_per_s"]
@@ -273,7 +185,10 @@ def main(argv: list[str] | None = None) -> int:
             batch = (
                 f"-{ppo['num_envs']}x{ppo['num_steps']}" if args.num_envs or args.num_steps else ""
             )
-            (out / f"train-{name}{batch}.json").write_text(json.dumps(result, indent=2) + "\n")
+            port = "" if result["target"] == BEST.get(name) else f"-{result['target']}"
+            (out / f"train-{name}{port}{batch}.json").write_text(
+                json.dumps(result, indent=2) + "\n"
+            )
     print(f"CPU: {cpu}, {os.cpu_count()} cores")
     print("\n".join(training_table(results)))
     return 0

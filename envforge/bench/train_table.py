@@ -15,8 +15,18 @@ from envforge.bench.bench_report import fmt_sps
 
 HEADER = (
     "| env | port (PPO) | reference (PPO) | envs x steps | port steps/s | reference steps/s "
-    "| x reference | per CPU-second | rollout only | target | CPU (load) |"
+    "| x reference | per CPU-second | rollout only | port: env / policy / update "
+    "| reference: env / policy / update | target | CPU (load) |"
 )
+
+
+def split_cell(side: dict[str, Any]) -> str:
+    """A side's shares of training time, env / policy / update (``-`` where not measured)."""
+    split = side.get("split")
+    if not split:
+        return "-"
+    share = split["share"]
+    return " / ".join(f"{100 * share[p]:.0f}%" for p in ("env", "policy", "update"))
 
 
 def _x(value: float | None) -> str:
@@ -43,6 +53,8 @@ def training_row(r: dict[str, Any]) -> str:
         f"**{_x(r['speedup'])}**",
         _x(r["speedup_per_cpu_s"]),
         _x(r.get("rollout_speedup")),
+        split_cell(port),
+        split_cell(ref),
         f">= {r['target_x']:g}x: {met}",
         f"{machine['cpu']} ({machine['load_before'][0]:.1f})",
     ]
@@ -50,7 +62,9 @@ def training_row(r: dict[str, Any]) -> str:
 
 
 def training_table(results: list[dict[str, Any]]) -> list[str]:
-    align = "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
+    align = (
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
+    )
     return [HEADER, align, *(training_row(r) for r in results)]
 
 
@@ -76,7 +90,8 @@ def training_section(results: list[dict[str, Any]]) -> str:
         "spec's `[l4]`, or 16 x 128, and where more rows are shown, larger ones: 256 x 32, "
         f"1024 x 32), {ppo['update_epochs']} epochs x {ppo['num_minibatches']} minibatches "
         "and one seed. `per CPU-second` divides each side by its CPU time; `rollout only` is "
-        "the ratio of acting and stepping alone. The target (50x where the env dominates, "
+        "the ratio of acting and stepping alone; `env / policy / update` is each side's "
+        "training time split into env stepping, policy inference and the update. The target (50x where the env dominates, "
         "CartPole and pong, 10x elsewhere) counts as met only where both `x reference` and "
         "`per CPU-second` reach it. Where the targets are missed and why: docs/L4.md, "
         '"Training speed per env".',

@@ -58,6 +58,18 @@ def train_command(
         callback=bounds.option(bounds.NON_NEGATIVE),
         help="Greedy episodes per seed on the port afterwards (0: skip).",
     ),
+    time_split: bool = typer.Option(
+        False,
+        "--time-split",
+        help="Also say where training time goes (env stepping, policy inference, the update) "
+        "on the port and, trained here for --reference-updates updates, on the reference.",
+    ),
+    reference_updates: int = typer.Option(
+        3,
+        "--reference-updates",
+        callback=bounds.option(bounds.AT_LEAST_ONE),
+        help="PPO updates on the reference for --time-split (the first one compiles).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Train PPO on a JAX port (one jit, vmapped over seeds) and save the policy."""
@@ -111,16 +123,51 @@ def train_command(
         summary["eval_mean_return_per_seed"] = [
             float(g.mean()) for g in stats.by_group(stats.returns)
         ]
+    splits = {}
+    if time_split:
+        if reference_updates < 2:
+            raise BadInput("--reference-updates: expected >= 2 (the first update compiles)")
+        from envforge.bench.train_sides import fused_side, train_reference
+
+        console.print("timing the port's phases, then PPO on the reference")
+        splits["port"] = fused_side(module, env_spec, ppo, result, seeds=k).as_dict()
+        reference = train_reference(
+            env_spec, ppo.with_timesteps(reference_updates * ppo.batch_size), seeds=k
+        )
+        splits["reference"] = reference["split"]
+        summary["reference_steps_per_second"] = round(reference["steps_per_s"])
+        summary["time_split"] = splits
     if as_json:
         print(json.dumps(summary, indent=2))
-    else:
-        table = Table(title=f"envforge train {env_spec.name}")
-        table.add_column("")
-        table.add_column("value")
-        for key, value in summary.items():
+        sys.exit(0)
+    table = Table(title=f"envforge train {env_spec.name}")
+    table.add_column("")
+    table.add_column("value")
+    for key, value in summary.items():
+        if key != "time_split":
             table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
-        console.print(table)
+    console.print(table)
+    if splits:
+        console.print(split_table(splits))
     sys.exit(0)
+
+
+def split_table(splits: dict[str, dict[str, Any]]) -> Table:
+    """Seconds per update and share of each phase, one row per side."""
+    table = Table(title="where training time goes (seconds per update, share)")
+    phases = list(next(iter(splits.values()))["seconds"])  # env, policy, update, other
+    table.add_column("side")
+    for phase in phases:
+        table.add_column(phase, justify="right")
+    table.add_column("how")
+    for name, split in splits.items():
+        per_update = max(split["updates"], 1)
+        cells = [
+            f"{split['seconds'][p] / per_update:.4g} ({100 * split['share'][p]:.0f}%)"
+            for p in phases
+        ]
+        table.add_row(name, *cells, split["how"])
+    return table
 
 
 def register(app: typer.Typer) -> None:

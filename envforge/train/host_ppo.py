@@ -24,6 +24,7 @@ from envforge.train.loss import Batch, Learner, init_learner, make_optimizer, pp
 from envforge.train.obs_norm import ObsNorm, init_obs_norm, normalize_obs, update_obs_norm
 from envforge.train.policy import Policy
 from envforge.train.ppo import ProgressFn, TrainResult, network_for
+from envforge.train.time_split import Laps
 from envforge.train.vec_env import VecEnv
 
 
@@ -136,6 +137,7 @@ def train_host(
     dones = np.zeros((cfg.num_steps, k * e), bool)
     train_start, cpu_start = time.perf_counter(), time.process_time()
     compile_learn_s = compile_learn_cpu = learn_s = learn_cpu = 0.0
+    laps = Laps()  # env stepping, acting and learning, each lap charged to its phase
     for update in range(cfg.num_updates):
         acted: list[tuple[jax.Array, ...]] = []
         finished_sum = np.zeros(k)
@@ -143,24 +145,30 @@ def train_host(
         for t in range(cfg.num_steps):
             rng, out, env_action = act_step(learner.params, norm, obs, rng)
             acted.append(out)
-            step = vec.step(np.asarray(env_action))
+            actions = np.asarray(env_action)  # waits for the policy
+            laps.lap("policy")
+            step = vec.step(actions)
+            laps.lap("env")
             rewards[t] = step.reward
             if cfg.bootstrap_truncation and step.truncated.any():
                 final_value = np.asarray(values_of(learner.params, norm, step.final_obs))
                 rewards[t] += cfg.gamma * final_value * step.truncated
             if cfg.normalize_obs:
                 norm = norm_step(norm, step.obs)
+            laps.lap("policy")
             dones[t] = done = step.done
             finished_sum += (step.episode_return * done).reshape(k, e).sum(axis=1)
             finished_n += done.reshape(k, e).sum(axis=1)
             obs = step.obs
-        t0, c0 = time.perf_counter(), time.process_time()
+            laps.lap("other")
+        c0 = time.process_time()
         learner, rng = learn_all(learner, norm, acted, (rewards, dones, obs), rng)
         jax.block_until_ready(learner)
         if update == 0:  # the first call compiles the update
-            compile_learn_s, compile_learn_cpu = time.perf_counter() - t0, time.process_time() - c0
+            compile_learn_s = laps.lap("compile")
+            compile_learn_cpu = time.process_time() - c0
         else:
-            learn_s += time.perf_counter() - t0
+            learn_s += laps.lap("update")
             learn_cpu += time.process_time() - c0
         with np.errstate(invalid="ignore", divide="ignore"):
             history[:, update] = np.where(finished_n > 0, finished_sum / finished_n, np.nan)
@@ -169,6 +177,7 @@ def train_host(
             elapsed = time.perf_counter() - train_start - compile_learn_s
             recent = float(np.nanmean(history[:, update])) if finished_n.any() else float("nan")
             progress(done_steps, cfg.steps_per_seed * k, done_steps / max(elapsed, 1e-9), recent)
+        laps.lap("other")
     train_s = time.perf_counter() - train_start - compile_learn_s
     cpu_s = time.process_time() - cpu_start - compile_learn_cpu
 
@@ -182,7 +191,9 @@ def train_host(
     }
     policy = Policy(net, learner.params, policy_norm, meta)
     # the first update's learning time is compile time; count the rest as learning
+    laps.split.updates = cfg.num_updates
     extra = {
+        "split": laps.split,
         "learn_s": learn_s,
         "learn_s_per_update": learn_s / max(1, cfg.num_updates - 1),
         "learn_cpu_s_per_update": learn_cpu / max(1, cfg.num_updates - 1),

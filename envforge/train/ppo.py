@@ -139,6 +139,10 @@ class FusedPPO:
     # ---- one update: rollout, GAE, epochs x minibatches -----------------------------------
     def update(self, carry: Carry, _: None) -> tuple[Carry, UpdateMetrics]:
         carry, traj = self.rollout(carry, self.cfg.num_steps)
+        return self.learn(carry, traj)
+
+    def learn(self, carry: Carry, traj: RolloutStep) -> tuple[Carry, UpdateMetrics]:
+        """GAE and the epochs x minibatches of gradient steps on one rollout."""
         last_value = self.net.value(carry.learner.params, self._net_input(carry.norm, carry.obs))
         advantages, targets = compute_gae(
             traj.reward, traj.value, traj.done, last_value, self.cfg.gamma, self.cfg.gae_lambda

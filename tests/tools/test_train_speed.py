@@ -35,6 +35,16 @@ def check_result(result: dict[str, Any], env: str, target: str) -> None:
     wall, per_cpu = result["speedup"], result["speedup_per_cpu_s"]
     assert result["met"] == (min(wall, per_cpu) >= result["target_x"])
     assert result["machine"]["cpu"] and result["machine"]["cores"] >= 1
+    for side in (port, ref):  # where the training time went, adding up to all of it
+        split = side["split"]
+        assert sum(split["share"].values()) == pytest.approx(1.0, abs=1e-3)
+        assert split["seconds"]["env"] > 0 and split["seconds"]["policy"] > 0
+        # one host-loop update is the compiling one, which is not timed
+        assert split["seconds"]["update"] > 0 or split["updates"] == 1
+        if split["how"] == "timed in the run":
+            assert sum(split["seconds"].values()) == pytest.approx(side["train_s"], abs=0.01)
+        else:  # the fused run's phases, timed alone, beside its own time
+            assert split["fused_s"] == pytest.approx(side["train_s"], abs=0.01)
 
 
 def test_train_speed_measures_a_rust_port_and_its_reference(tmp_path: Path) -> None:
