@@ -53,6 +53,7 @@ def test_host_loop_split_adds_up_to_its_training_time() -> None:
     assert split.seconds["update"] == pytest.approx(result.extra["learn_s"])
 
 
+@pytest.mark.slow  # ~12 CPU-s; the default suite's GPU-run test reports a fused split too
 def test_fused_split_times_each_phase_at_the_runs_shapes() -> None:
     module = load_port(POINT_PORT, "point")
     split = fused_split(module, POINT_SPEC, TINY, seeds=2, fused_s_per_update=0.5, repeats=1)
