@@ -234,6 +234,8 @@ ALLOWED = {
     ("commands/train.py", "open_driver"): "envforge train (documented exception)",
     ("translate/throughput.py", "time_driver"): "measure_sandboxed: the port by open_sandboxed",
     ("mcp/server.py", "time_driver"): "the reference, timed beside the sandboxed port",
+    ("bench/train_sides.py", "load_port"): "envforge train --time-split, train_speed.py: as train",
+    ("bench/train_sides.py", "open_driver"): "the reference (train_speed.py, --time-split)",
 }
 REFERENCE_ONLY = {
     key
