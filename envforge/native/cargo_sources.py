@@ -24,6 +24,7 @@ from pathlib import Path
 
 from envforge.errors import ContractViolation
 from envforge.untrusted.input_files import parse_toml
+from envforge.untrusted.regular import FILE_FLAGS, KINDS, NotPlainFile, opened, read_fd
 
 MANIFEST_CAP = 1 << 20
 LOCK_CAP = 8 << 20
@@ -38,31 +39,25 @@ CRATES_IO = (
     "registry+https://github.com/rust-lang/crates.io-index",
     "sparse+https://index.crates.io/",
 )
-OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
 def read_regular(path: Path, cap: int) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file of at most ``cap`` bytes, reached without
-    following a link and without blocking (a FIFO); None when it does not exist. Raises
+    """The bytes of ``path`` if it is a regular file of at most ``cap`` bytes, by the one rule
+    (no link followed, no FIFO opened); None when it does not exist. Raises
     ContractViolation for anything else."""
     try:
-        fd = os.open(path, OPEN_FLAGS)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise ContractViolation(
-            "port", "build", f"{path.name}: {os.strerror(e.errno or 0)}"
-        ) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ContractViolation("port", "build", f"{path.name} is not a regular file")
-        if info.st_size > cap:
-            raise ContractViolation("port", "build", f"{path.name} is over {cap} bytes")
-        data = os.read(fd, cap + 1)
-    finally:
-        os.close(fd)
-    return data[:cap]
+        with opened(path) as fd:
+            if os.fstat(fd).st_size > cap:
+                raise ContractViolation("port", "build", f"{path.name} is over {cap} bytes")
+            return read_fd(fd, cap, path.name)
+    except NotPlainFile as e:
+        if e.why == "not found":
+            return None
+        if e.why in KINDS or e.why.startswith("a hard link"):
+            raise ContractViolation(
+                "port", "build", f"{path.name} is not a regular file ({e.why})"
+            ) from None
+        raise ContractViolation("port", "build", f"{path.name}: {e.why}") from None
 
 
 def _parse(path: Path, cap: int) -> dict:
@@ -221,7 +216,7 @@ def _remove(parent: int, name: str) -> None:
 
 def _holds(directory: int, name: str, data: bytes) -> bool:
     try:
-        fd = os.open(name, OPEN_FLAGS, dir_fd=directory)
+        fd = os.open(name, FILE_FLAGS, dir_fd=directory)
     except OSError:
         return False
     try:

@@ -13,15 +13,14 @@ with it.
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-import stat
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from envforge.errors import BadInput
+from envforge.untrusted.regular import NotPlainFile, opened, read_fd
 
 TOML_DEPTH = 64
 """Most arrays and inline tables one inside another (real files use two or three)."""
@@ -30,7 +29,6 @@ TOML_BYTES = 4 * 2**20
 SCRIPT_BYTES = 64 * 2**20
 """Largest model script or cassette read (they hold whole ports, many times over)."""
 
-_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _TOKENS = re.compile(
     r"""#[^\n]*|\"\"\"(?:\\.|[^\\])*?\"\"\"|'''.*?'''|"(?:\\.|[^"\\\n])*"|'[^'\n]*'|[\[\]{}]""",
     re.DOTALL,
@@ -58,55 +56,32 @@ class TomlTooDeep(tomllib.TOMLDecodeError):
         )
 
 
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "a folder"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return name
-    return f"mode {stat.filemode(mode)}"
+def _reason(why: str) -> str:
+    """The one rule's refusal, as this module has always said it."""
+    if why.startswith("a symbolic link"):
+        return "a symbolic link (refused: it is not followed)"
+    if why in ("a folder", "a FIFO", "a socket", "a device") or why.startswith("not a regular"):
+        return why if why.startswith("not a regular") else f"not a regular file ({why})"
+    if why == "not found" or why.startswith("over the"):
+        return why
+    return f"cannot be opened ({why})"
 
 
 def read_bytes(path: Path, what: str, limit: int, follow_links: bool = True) -> bytes:
     """The bytes of the regular file ``path``, at most ``limit`` of them; else InputFileError.
-    Without ``follow_links`` a symlink (as the last part of the path) is refused too."""
-    flags = _FLAGS | (0 if follow_links else os.O_NOFOLLOW)
+    Read by the one rule (``untrusted/regular.py``); with ``follow_links`` (a path the user
+    typed) links are resolved first, without it a symbolic link is refused too."""
+    target = Path(os.path.realpath(path)) if follow_links else Path(path)
     try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise InputFileError(path, what, "not found") from None
-    except OSError as e:
-        if e.errno == errno.ELOOP and not follow_links:
-            reason = "a symbolic link (refused: it is not followed)"
-        elif e.errno == errno.ENXIO:
-            reason = "not a regular file (a socket)"
-        else:
-            reason = f"cannot be opened ({os.strerror(e.errno) if e.errno else e})"
-        raise InputFileError(path, what, reason) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InputFileError(path, what, f"not a regular file ({_kind(info.st_mode)})")
-        if info.st_size > limit:
-            raise InputFileError(path, what, f"{info.st_size} bytes, over the {limit} allowed")
-        chunks, got = [], 0
-        while got <= limit:  # a file that grows while read is cut at limit + 1 and refused
-            chunk = os.read(fd, limit + 1 - got)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
+        with opened(target, one_link=False) as fd:
+            size = os.fstat(fd).st_size
+            if size > limit:
+                raise InputFileError(path, what, f"{size} bytes, over the {limit} allowed")
+            return read_fd(fd, limit, path)
+    except NotPlainFile as e:
+        raise InputFileError(path, what, _reason(e.why)) from None
     except OSError as e:
         raise InputFileError(path, what, f"cannot be read ({e.strerror or e})") from None
-    finally:
-        os.close(fd)
-    if got > limit:
-        raise InputFileError(path, what, f"over the {limit} bytes allowed")
-    return b"".join(chunks)
 
 
 def read_text(path: Path, what: str, limit: int, follow_links: bool = True) -> str:

@@ -17,11 +17,11 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from envforge.untrusted.regular import write_file
+from envforge.untrusted.regular import NotPlainFile, kind, opened, read_fd, write_file
 
 SKIPPED = frozenset(
     {"__pycache__", "target", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", ".git"}
@@ -33,7 +33,6 @@ MAX_ENTRIES = 10_000
 """Names looked at in one listing; a port folder with more is listed that far and says so."""
 MAX_DEPTH = 16
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
 class NotListed(OSError):
@@ -93,30 +92,18 @@ class PortFiles:
         name = self.name_of(path) if Path(path).is_absolute() else os.path.normpath(str(path))
         if name is None or name not in self.names:
             raise NotListed(f"{path}: not a file the host listed in {self.root}")
-        parts = name.split(os.sep)
-        fds: list[int] = []
-        try:
+        with ExitStack() as stack:  # the one rule: no part below root reached through a link
             try:
-                root_flags = DIR_FLAGS & ~(os.O_NOFOLLOW if self.follow_root else 0)
-                fds.append(os.open(self.root, root_flags))
-                for part in parts[:-1]:
-                    fds.append(os.open(part, DIR_FLAGS, dir_fd=fds[-1]))
-                fds.append(os.open(parts[-1], FILE_FLAGS, dir_fd=fds[-1]))
-                info = os.fstat(fds[-1])
-            except OSError as e:  # ELOOP: a name became a link since the listing
-                raise NotListed(f"{name}: {os.strerror(e.errno or 0)}") from None
-            if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-                raise NotListed(f"{name}: no longer a regular file with one link")
-            yield fds[-1]
-        finally:
-            for fd in reversed(fds):
-                os.close(fd)
+                fd = stack.enter_context(opened(name, self.root, follow_root=self.follow_root))
+            except NotPlainFile as e:  # a name that became a link (or else) since the listing
+                raise NotListed(f"{name}: {e.why}") from None
+            yield fd
 
     def read_bytes(self, path: str | Path, limit: int = MAX_READ_BYTES) -> bytes | None:
         """At most ``limit`` bytes of a listed file; None when it is not one."""
         try:
             with self.open(path) as fd:
-                return _read_fd(fd, limit)
+                return read_fd(fd, limit, path, cut=True)
         except NotListed:
             return None
 
@@ -139,40 +126,14 @@ class PortFiles:
         )
 
 
-def _read_fd(fd: int, limit: int) -> bytes:
-    chunks, got = [], 0
-    while got < limit:
-        chunk = os.read(fd, min(1 << 16, limit - got))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
-
-
 def read_regular(path: str | Path, limit: int = MAX_READ_BYTES) -> bytes | None:
-    """At most ``limit`` bytes of ``path`` if it is a regular file, opened without following a
-    link at its last component and without blocking (a FIFO); None for anything else."""
+    """At most ``limit`` bytes of ``path`` if it is a regular file with one link, by the one
+    rule (no link followed at its last part, no FIFO opened); None for anything else."""
     try:
-        fd = os.open(path, FILE_FLAGS)
-    except OSError:
+        with opened(path) as fd:
+            return read_fd(fd, limit, path, cut=True)
+    except NotPlainFile:
         return None
-    try:
-        return _read_fd(fd, limit) if stat.S_ISREG(os.fstat(fd).st_mode) else None
-    finally:
-        os.close(fd)
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return f"not a regular file (mode {stat.filemode(mode)})"
 
 
 def list_port(port: Path, follow_root: bool = True) -> PortFiles:
@@ -196,7 +157,7 @@ def list_port(port: Path, follow_root: bool = True) -> PortFiles:
             return PortFiles(port.parent, (), (), (Refused(label, why),), follow_root)
         return PortFiles(port.parent, (port.name,), (), (), follow_root)
     if not stat.S_ISDIR(info.st_mode):
-        return PortFiles(port, (), (), (Refused(label, _kind(info.st_mode)),), follow_root)
+        return PortFiles(port, (), (), (Refused(label, kind(info.st_mode)),), follow_root)
     names: list[str] = []
     folders: list[str] = []
     refused: list[Refused] = []
@@ -240,7 +201,7 @@ def list_port(port: Path, follow_root: bool = True) -> PortFiles:
                             why = f"a hard link ({links} links)"
                             refused.append(Refused(os.path.join(label, rel), why))
                     else:
-                        refused.append(Refused(os.path.join(label, rel), _kind(mode)))
+                        refused.append(Refused(os.path.join(label, rel), kind(mode)))
             finally:
                 os.close(fd)
     finally:

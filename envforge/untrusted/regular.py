@@ -43,6 +43,10 @@ class NotPlainFile(OSError):
         self.why = why
 
 
+KINDS = ("a symbolic link", "a folder", "a FIFO", "a socket", "a device")
+"""What :func:`kind` calls a name that is not a regular file."""
+
+
 def kind(mode: int) -> str:
     """What a name that is not a regular file is, in a few words."""
     for test, name in (
@@ -59,8 +63,10 @@ def kind(mode: int) -> str:
 
 
 def _why(e: OSError) -> str:
-    if e.errno in (errno.ELOOP, errno.ENOTDIR):
-        return "a symbolic link, or below one (not followed)"
+    if e.errno == errno.ELOOP:
+        return "a symbolic link (not followed)"
+    if e.errno == errno.ENOTDIR:
+        return "below a name that is not a folder (a file, or a symbolic link: not followed)"
     if e.errno == errno.ENXIO:
         return "a socket"
     if e.errno == errno.ENOENT:
@@ -143,8 +149,9 @@ def opened(
             os.close(fd)
 
 
-def read_fd(fd: int, limit: int, name: str | Path = "file") -> bytes:
-    """At most ``limit`` bytes of an open file; NotPlainFile when it holds more."""
+def read_fd(fd: int, limit: int, name: str | Path = "file", cut: bool = False) -> bytes:
+    """At most ``limit`` bytes of an open file; past them NotPlainFile, or with ``cut`` the
+    first ``limit`` (what is shown of a file need not be all of it)."""
     chunks, got = [], 0
     while got <= limit:  # one byte past the limit tells a file that is too large
         chunk = os.read(fd, min(CHUNK, limit + 1 - got))
@@ -152,9 +159,9 @@ def read_fd(fd: int, limit: int, name: str | Path = "file") -> bytes:
             break
         chunks.append(chunk)
         got += len(chunk)
-    if got > limit:
+    if got > limit and not cut:
         raise NotPlainFile(name, f"over the {limit} bytes allowed")
-    return b"".join(chunks)
+    return b"".join(chunks)[:limit]
 
 
 def read_file(

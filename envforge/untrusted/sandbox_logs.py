@@ -14,6 +14,8 @@ import os
 import stat
 from pathlib import Path
 
+from envforge.untrusted.regular import KINDS, NotPlainFile, opened, read_fd
+
 OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
@@ -33,30 +35,19 @@ def _checked(fd: int, path: Path) -> str | None:
 
 def read_tail(path: Path, limit: int, start: int | None = None) -> str:
     """The last ``limit`` characters of the regular file ``path`` ("" when it does not exist);
-    with ``start``, the first ``limit`` characters from byte ``start`` on."""
+    with ``start``, the first ``limit`` characters from byte ``start`` on. Opened by the one
+    rule (``untrusted/regular.py``)."""
     try:
-        fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
-    except FileNotFoundError:
-        return ""
-    except OSError as e:  # ELOOP: a symlink; ENXIO: a socket
-        return _refusal(path, os.strerror(e.errno) if e.errno else str(e))
-    try:
-        problem = _checked(fd, path)
-        if problem:
-            return _refusal(path, problem)
-        size = os.fstat(fd).st_size
-        want = 4 * limit  # bytes: a character is at most four of them in UTF-8
-        os.lseek(fd, max(0, size - want) if start is None else start, os.SEEK_SET)
-        chunks, got = [], 0
-        while got < want:
-            chunk = os.read(fd, want - got)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-    finally:
-        os.close(fd)
-    text = b"".join(chunks).decode(errors="replace")
+        with opened(path) as fd:
+            size = os.fstat(fd).st_size
+            want = 4 * limit  # bytes: a character is at most four of them in UTF-8
+            os.lseek(fd, max(0, size - want) if start is None else start, os.SEEK_SET)
+            data = read_fd(fd, want, path, cut=True)
+    except NotPlainFile as e:  # a symlink, a socket, a FIFO, a hard link
+        if e.why == "not found":
+            return ""
+        return _refusal(path, f"not a regular file ({e.why})" if e.why in KINDS else e.why)
+    text = data.decode(errors="replace")
     return text[-limit:] if start is None else text[:limit]
 
 
