@@ -82,6 +82,8 @@ def train_command(
     k = seeds or cfg.seeds
     if k < 1:
         raise BadInput(f"--seeds: expected >= 1, got {k}")
+    if time_split and reference_updates < 2:
+        raise BadInput("--reference-updates: expected >= 2 (the first update compiles)")
 
     from envforge.train.evaluate import evaluate_policy
     from envforge.train.port_env import load_port
@@ -125,8 +127,6 @@ def train_command(
         ]
     splits = {}
     if time_split:
-        if reference_updates < 2:
-            raise BadInput("--reference-updates: expected >= 2 (the first update compiles)")
         from envforge.bench.train_sides import fused_side, train_reference
 
         console.print("timing the port's phases, then PPO on the reference")

@@ -76,6 +76,14 @@ def test_the_ppo_table_shows_each_sides_split() -> None:
     assert "| 10% / 10% / 80% | 70% / 20% / 5% |" in training_row(result)
 
 
+def test_one_reference_update_is_refused_before_training() -> None:
+    args = [sys.executable, "-m", "envforge.cli", "train", "--time-split"]
+    args += ["--port", str(ROOT / "generated" / "cartpole" / "jax"), "--reference-updates", "1"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "envforge: error: --reference-updates: expected >= 2" in done.stderr
+
+
 @pytest.mark.slow  # the fused trainer and its three phases compile: ~1-2 min on a loaded machine
 def test_train_command_reports_the_split_on_port_and_reference(tmp_path: Path) -> None:
     args = [sys.executable, "-m", "envforge.cli", "train"]
