@@ -20,6 +20,7 @@ from envforge.errors import ContractViolation
 from envforge.native.digest.blocks import state_digests
 from envforge.rng.draws import DrawLog
 from envforge.spec import EnvSpec
+from envforge.spec.parts import PartError
 
 State = dict[str, np.ndarray]
 DIGEST_ROWS = 1 << 16
@@ -59,6 +60,20 @@ class Transition:
             terminated=self.terminated[idx],
             truncated=self.truncated[idx],
         )
+
+
+def flat_observation(spec: EnvSpec, obs: Any, side: str, batch: int | None = None) -> np.ndarray:
+    """The first ``batch`` observations (or the one unbatched); a nested one (a dict or pytree
+    of the spec's named parts) as the flat rows the verifier compares, where a missing or
+    misshapen part is a contract violation that names it (``obs.image: shape [7, 7], expected
+    [7, 7, 3]``)."""
+    layout = spec.observation.layout
+    if layout is None:
+        return np.asarray(obs) if batch is None else np.asarray(obs)[:batch]
+    try:
+        return layout.flatten(obs, batch)
+    except PartError as e:
+        raise ContractViolation(side, "observation", str(e)) from None
 
 
 class Driver(ABC):

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.attrs import AttrMap, stack_rows
-from envforge.backends.base import Driver, State, Transition, batch_size
+from envforge.backends.base import Driver, State, Transition, batch_size, flat_observation
 from envforge.coverage.lines import LineCoverage, PythonCoverage
-from envforge.errors import BadInput, ContractViolation
+from envforge.errors import ContractViolation
 from envforge.rng.draws import DrawLog, row_seeds
 from envforge.rng.recorder import (
     RowLog,
@@ -42,7 +42,7 @@ from envforge.rng.recorder import (
 from envforge.spec import EnvSpec
 
 POOL_MAX = 64
-OBSERVATION_METHODS = ("_get_obs", "_get_ob")
+OBSERVATION_METHODS = ("_get_obs", "_get_ob", "gen_obs")
 """Methods an env may have that compute its observation from its current state (in order)."""
 
 
@@ -77,16 +77,9 @@ class GymnasiumDriver(Driver):
 
     # ---- what subclasses change -------------------------------------------------------
     def make_env(self) -> Any:
-        import gymnasium
+        from envforge.backends.gym_ids import make_env
 
-        try:
-            return gymnasium.make(self.env_id, disable_env_checker=True, **self.spec.options)
-        except TypeError as e:
-            raise BadInput(
-                f"gymnasium env {self.env_id!r} rejects the spec's [options]: {e}"
-            ) from None
-        except gymnasium.error.Error as e:
-            raise BadInput(f"cannot make gymnasium env {self.env_id!r}: {e}") from None
+        return make_env(self.env_id, self.spec.options)
 
     def time_limit_of(self, env: Any) -> Any:
         return find_time_limit(env)
@@ -124,12 +117,19 @@ class GymnasiumDriver(Driver):
         """The observation the env would return for its current state."""
         env_core = core(env)
         if self.spec.observation.attr is not None:
-            return np.asarray(getattr(env_core, self.spec.observation.attr))
+            return self.obs_row(getattr(env_core, self.spec.observation.attr))
         for method in OBSERVATION_METHODS:
             if callable(getattr(env_core, method, None)):
-                return np.asarray(getattr(env_core, method)())
+                return self.obs_row(getattr(env_core, method)())
         # classic control envs without such a method return their state as the observation
         return np.array(env_core.state, dtype=self.spec.observation.dtype)
+
+    def obs_row(self, obs: Any) -> np.ndarray:
+        """One observation as the verifier compares it: a copy in the spec's dtype (envs may
+        alias their state), or the spec's named parts of a nested one as one flat row."""
+        if self.spec.observation.layout is None:
+            return np.array(obs, dtype=self.spec.observation.dtype)
+        return flat_observation(self.spec, obs, self.side)
 
     # ---- Driver ----------------------------------------------------------------------
     def reset(self, seeds: np.ndarray) -> State:
@@ -177,7 +177,7 @@ class GymnasiumDriver(Driver):
                 raise ContractViolation(self.side, "step", str(e)) from None
             logs.append(log)
             rows.append(self.read_row(i))
-            obs.append(np.array(o, dtype=self.spec.observation.dtype))  # copy: envs may alias state
+            obs.append(self.obs_row(o))
             reward[i], terminated[i], truncated[i] = float(r), bool(term), bool(trunc)
         drawn = logs_to_array(logs, self.spec.rng.tape_size, sites)
         # only a tape has a size: in distribution mode the draws are not replayed to the port
@@ -202,7 +202,7 @@ class GymnasiumDriver(Driver):
         obs = []
         for i, env in enumerate(self._pool(batch_size(state))):
             self.load_row(i, state)
-            obs.append(self._observation(env).astype(self.spec.observation.dtype))
+            obs.append(self._observation(env))
         return np.stack(obs)
 
     def source_files(self) -> list[Path]:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from envforge.backends.base import Driver, State, Transition, batch_size
+from envforge.backends.base import Driver, State, Transition, batch_size, flat_observation
 from envforge.errors import BadInput, ContractViolation
 from envforge.kit.contract import JaxPort, JaxPortWithDraws, lacks, members
 from envforge.native.digest.blocks import join
@@ -218,7 +218,7 @@ class JaxDriver(Driver):
         canon, obs, reward, terminated, truncated = out[:5]
         return Transition(
             state=self._out(canon, n),
-            obs=self._out(obs, n),
+            obs=self._obs_out(obs, n),
             reward=self._out(reward, n),
             terminated=self._out(terminated, n),
             truncated=self._out(truncated, n),
@@ -250,9 +250,11 @@ class JaxDriver(Driver):
         )
         count = int(taken)
         states = {k: np.asarray(v)[:count, :n] for k, v in canon.items()}
-        obs_, reward_, term_, trunc_ = (
-            np.asarray(x)[:count, :n] for x in (obs, reward, terminated, truncated)
+        reward_, term_, trunc_ = (
+            np.asarray(x)[:count, :n] for x in (reward, terminated, truncated)
         )
+        at = self._jax.tree_util.tree_map
+        obs_ = [self._obs_out(at(lambda x, t=t: x[t], obs), n) for t in range(count)]
         return [
             Transition(
                 state={k: v[t] for k, v in states.items()},
@@ -384,8 +386,10 @@ class JaxDriver(Driver):
 
     def observe(self, state: State) -> np.ndarray:
         n = batch_size(state)
-        result: np.ndarray = self._out(self._observe(self._state_in(state, _bucket(n))), n)
-        return result
+        return self._obs_out(self._observe(self._state_in(state, _bucket(n))), n)
+
+    def _obs_out(self, obs: Any, n: int) -> np.ndarray:
+        return flat_observation(self.spec, obs, self.side, n)
 
     def source_files(self) -> list[Path]:
         return [self.module_path]

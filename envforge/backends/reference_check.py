@@ -24,7 +24,10 @@ def check_reference(spec: EnvSpec) -> None:
         _check_gymnasium_id(spec.reference.split(":", 1)[1])
         return
     if kind == "pettingzoo":
-        _check_module_name(spec.reference.split(":", 1)[1])
+        _check_module_name(spec.reference.split(":", 1)[1], spec.reference)
+        return
+    if spec.reference_module is not None:
+        _check_module_name(spec.reference_module, spec.reference_module)
         return
     path = spec.reference_path()
     if path is None:
@@ -87,29 +90,30 @@ def _check_c(spec: EnvSpec, source: str) -> None:
         raise BadInput("no C compiler found (install cc/gcc or set CC)")
 
 
-def _check_module_name(name: str) -> None:
-    """A PettingZoo reference names an importable module (imported by the driver's child)."""
+def _check_module_name(name: str, label: str) -> None:
+    """A PettingZoo reference or a ``pkg.module:Class`` names an installed module (found
+    without importing it; the driver's child imports it)."""
     import importlib.util
 
     try:
         found = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
+    except (ImportError, ValueError):  # its package is not installed
         found = None
     if found is None:
-        raise BrokenReference(f"pettingzoo:{name}: no such module is installed")
+        raise BrokenReference(f"{label}: no such module is installed")
 
 
 def _check_gymnasium_id(env_id: str) -> None:
-    if ":" in env_id:  # "module:Id" registers on import: the child's gymnasium.make finds out
-        return
     try:
-        import gymnasium
+        import gymnasium  # noqa: F401
     except ImportError:
         raise BadInput("gymnasium references need gymnasium installed") from None
+    from envforge.backends.gym_ids import check_id
+
     try:
-        gymnasium.spec(env_id)
-    except gymnasium.error.Error as e:
-        raise BrokenReference(f"gymnasium:{env_id}: {e}") from None
+        check_id(env_id)
+    except BadInput as e:
+        raise BrokenReference(str(e)) from None
 
 
 def build_reference(spec: EnvSpec, strict_float: bool | None = None) -> None:

@@ -22,17 +22,15 @@ def env_factory(spec: EnvSpec) -> Callable[[], Any]:
     """A no-argument constructor for one reference env (with gymnasium's own wrappers)."""
     kind = spec.reference_kind
     if kind == "gymnasium":
-        import gymnasium
+        from envforge.backends.gym_ids import make_env
 
         env_id = spec.reference.split(":", 1)[1]
-        return lambda: gymnasium.make(env_id, disable_env_checker=True, **spec.options)
+        return lambda: make_env(env_id, spec.options)
     if kind == "python":
-        from envforge.backends.jax import load_module
+        from envforge.backends.python import reference_class
 
         path = spec.reference_path()
-        if path is None:
-            raise BadInput(f"cannot locate the Python reference {spec.reference}")
-        cls = getattr(load_module(path), spec.reference.rsplit(":", 1)[1])
+        cls = reference_class(spec.reference if path is None else f"{path}:{spec.class_name}")
         return lambda: cls(**spec.options)
     raise BadInput(f"{spec.name}: no Python loop for a {kind} reference")
 

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 from envforge.errors import BadInput
-from envforge.spec import EnvSpec, bounds
+from envforge.spec import EnvSpec, bounds, installed_class_module
 from envforge.untrusted.input_files import parse_toml
 from envforge.untrusted.shown import indented, one_line, shown
 
@@ -33,8 +33,8 @@ def env_name(reference: str) -> str:
 
 def _written_reference(ref: str, out: Path) -> str:
     """The reference as the spec in ``out`` names it (a file path relative to ``out``)."""
-    if ref.startswith(("gymnasium:", "pettingzoo:")):
-        return ref
+    if ref.startswith(("gymnasium:", "pettingzoo:")) or installed_class_module(ref) is not None:
+        return ref  # an id, or a class of an installed module: the same from anywhere
     if ref.endswith(".c"):
         if not Path(ref).is_file():
             raise BadInput(f"reference file not found: {ref}")
@@ -42,8 +42,8 @@ def _written_reference(ref: str, out: Path) -> str:
     path, sep, cls = ref.rpartition(":")
     if not sep or not path.endswith(".py"):
         raise BadInput(
-            "--ref: expected gymnasium:<id>, pettingzoo:<module>, path/to/file.py:Class or "
-            f"path/to/env.c, got {ref!r}"
+            "--ref: expected gymnasium:<id>, gymnasium:<module>:<id>, pettingzoo:<module>, "
+            f"path/to/file.py:Class, pkg.module:Class or path/to/env.c, got {ref!r}"
         )
     if not Path(path).is_file():
         raise BadInput(f"reference file not found: {path}")
@@ -189,7 +189,9 @@ def spec_or_init(ref: str, spec_path: str | None, init: bool) -> EnvSpec:
 
 def init_command(
     ref: str = typer.Option(
-        ..., "--ref", help="Reference to draft a spec for: gymnasium:<id>, file.py:Class, env.c."
+        ...,
+        "--ref",
+        help="Reference to draft a spec for: gymnasium:<id>, gymnasium:<module>:<id>, file.py:Class, pkg.module:Class, env.c.",
     ),
     out: Path = typer.Option(
         None, "--out", help="Directory for env.toml and README.md (default references/<env>/)."

@@ -14,7 +14,10 @@ from envforge.spec import bounds
 from envforge.targets import target_help
 from envforge.verify.levels import LEVELS_HELP
 
-REF_HELP = "Reference: path/to/env.c, gymnasium:<id>, file.py:Class or node:file.js."
+REF_HELP = (
+    "Reference: path/to/env.c, gymnasium:<id>, gymnasium:<module>:<id>, file.py:Class, "
+    "pkg.module:Class or node:file.js."
+)
 
 EnvArgument = Annotated[
     str, typer.Argument(help="Env name (references/<env>).", show_default=False)

@@ -24,9 +24,10 @@ from envforge.backends.gymnasium import OBSERVATION_METHODS
 from envforge.init.fields import FieldDraft, draft_fields
 from envforge.init.probe import Probe, env_factory, probe, rebuilt_on_reset, state_attributes
 from envforge.init.ranges import check_ranges
-from envforge.init.render import action_table, events_seen, observation_table
+from envforge.init.render import events_seen
 from envforge.init.selfcheck import SelfCheckConfig, SelfCheckResult, reference_driver, self_check
 from envforge.init.source import termination_guess
+from envforge.init.spaces import action_table, observation_table
 from envforge.init.tolerance import propose_reload_tolerance, propose_tolerance
 from envforge.spec import EnvSpec
 
@@ -95,7 +96,11 @@ def draft_spec(
     make = env_factory(reference, root, options)
     seen = probe(reference, make)
     candidates, left_out = state_attributes(seen)
-    observation, observation_note = observation_table(seen.observation_space)
+    observation, observation_note, parts_left_out = observation_table(seen.observation_space)
+    left_out = [
+        *(("obs." + n, why + ": left out of the observation") for n, why in parts_left_out),
+        *left_out,
+    ]
     obs_attr = _observation_attr(seen, candidates)
     if obs_attr is not None:
         observation["attr"] = obs_attr

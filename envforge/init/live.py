@@ -33,7 +33,7 @@ class LiveBatch:
     def reset(self, seeds: np.ndarray) -> tuple[State, np.ndarray]:
         """Each env reset with its seed: the canonical states and the observations."""
         obs = [
-            np.array(env.reset(seed=int(seed))[0], dtype=self.driver.spec.observation.dtype)
+            self.driver.obs_row(env.reset(seed=int(seed))[0])
             for env, seed in zip(self.envs, seeds, strict=True)
         ]
         return self.read(np.arange(len(seeds))), np.stack(obs)
@@ -49,7 +49,6 @@ class LiveBatch:
 
         Draws inside ``step`` come from the generator the Driver would hand the same state and
         action (``rng.draws.row_seeds``): with the whole state canonical, both draw alike."""
-        spec = self.driver.spec
         n = len(rows)
         obs, reward = [], np.zeros(n)
         terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
@@ -57,7 +56,7 @@ class LiveBatch:
         for j, i in enumerate(rows):
             with recording(core(self.envs[i]), int(seeds[j]), RowLog()):
                 o, r, term, trunc, _ = self.envs[i].step(self.driver.env_action(actions[j]))
-            obs.append(np.array(o, dtype=spec.observation.dtype))
+            obs.append(self.driver.obs_row(o))
             reward[j], terminated[j], truncated[j] = float(r), bool(term), bool(trunc)
         return Transition(self.read(rows), np.stack(obs), reward, terminated, truncated)
 
@@ -128,7 +127,7 @@ def outside_state(
             o, r, term, trunc, _ = driver.envs[0].step(driver.env_action(action))
         got = Transition(
             {k: v[None] for k, v in driver.read_row(0).items()},
-            np.array(o, dtype=driver.spec.observation.dtype)[None],
+            driver.obs_row(o)[None],
             np.array([float(r)]),
             np.array([bool(term)]),
             np.array([bool(trunc)]),

@@ -133,34 +133,35 @@ def env_factory(
 ) -> Callable[[], Any]:
     """A function making one instance of ``reference`` the way its Driver does."""
     if reference.startswith("gymnasium:"):
-        import gymnasium
+        from envforge.backends.gym_ids import make_env
 
         env_id = reference.split(":", 1)[1]
 
         def make() -> Any:
-            try:
-                return gymnasium.make(env_id, disable_env_checker=True, **(options or {}))
-            except TypeError as e:
-                raise BadInput(f"gymnasium env {env_id!r} rejects the options: {e}") from None
-            except gymnasium.error.Error as e:
-                raise BadInput(f"cannot make gymnasium env {env_id!r}: {e}") from None
+            return make_env(env_id, options or {})
 
         make()  # fail early, with the one-line error
         return make
+    from envforge.backends.python import reference_class
+    from envforge.spec import installed_class_module
+
+    if installed_class_module(reference) is not None:
+        cls = reference_class(reference)
+    else:
+        cls = reference_class(_file_class(reference, root))
+    return lambda: cls(**(options or {}))
+
+
+def _file_class(reference: str, root: Path) -> str:
+    """``file.py:Class`` with the file relative to ``root``."""
     path_text, sep, class_name = reference.rpartition(":")
     if not sep or not path_text.endswith(".py"):
         raise BadInput(
-            f"init drafts gymnasium:<id> and file.py:Class references, got {reference!r}"
+            "init drafts gymnasium:<id>, gymnasium:<module>:<id>, file.py:Class and "
+            f"pkg.module:Class references, got {reference!r}"
         )
-    from envforge.backends.jax import load_module
-
     path = Path(path_text) if Path(path_text).is_absolute() else root / path_text
-    if not path.is_file():
-        raise BadInput(f"reference file not found: {path}")
-    cls = getattr(load_module(path), class_name, None)
-    if not inspect.isclass(cls):
-        raise BadInput(f"{path} has no class {class_name!r}")
-    return cls
+    return f"{path}:{class_name}"
 
 
 def probe(

@@ -6,56 +6,9 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 if TYPE_CHECKING:
     from envforge.init.draft import Draft
     from envforge.init.fields import FieldDraft
-
-
-def observation_table(space: Any) -> tuple[dict[str, Any], str]:
-    parts = getattr(space, "spaces", None)
-    if isinstance(parts, tuple) and parts and all(hasattr(p, "n") for p in parts):
-        low = [float(getattr(p, "start", 0)) for p in parts]
-        high = [lo + int(p.n) - 1 for lo, p in zip(low, parts, strict=True)]
-        return (
-            {"shape": [len(parts)], "dtype": "float32", "low": low, "high": high},
-            f"{space}: a tuple of integers, compared as one float32 each",
-        )
-    if hasattr(space, "n"):
-        start = int(getattr(space, "start", 0))
-        return (
-            {"shape": [], "dtype": "float32", "low": start, "high": start + int(space.n) - 1},
-            f"Discrete({space.n}): the observation is one integer, compared as a float32 scalar",
-        )
-    dtype = "float64" if np.dtype(space.dtype) == np.float64 else "float32"
-    note = "gymnasium's observation_space bounds, written exactly"
-    if np.dtype(space.dtype).kind != "f":
-        note += f" (an {space.dtype} Box, compared as float32)"
-    low, high = (np.asarray(b, np.float64).reshape(-1).tolist() for b in (space.low, space.high))
-    same = len(set(low)) == 1 and len(set(high)) == 1
-    return (
-        {
-            "shape": list(space.shape),
-            "dtype": dtype,
-            "low": low[0] if same else low,
-            "high": high[0] if same else high,
-        },
-        note,
-    )
-
-
-def action_table(space: Any) -> dict[str, Any]:
-    if hasattr(space, "n"):
-        return {"type": "discrete", "n": int(space.n)}
-    low, high = (np.asarray(b, np.float64).reshape(-1).tolist() for b in (space.low, space.high))
-    same = len(set(low)) == 1 and len(set(high)) == 1
-    return {
-        "type": "continuous",
-        "shape": list(space.shape),
-        "low": low[0] if same else low,
-        "high": high[0] if same else high,
-    }
 
 
 def events_seen(terminated: int, truncated: int) -> list[dict[str, str]]:
@@ -113,6 +66,20 @@ def _lines(table: dict[str, Any]) -> list[str]:
     return [f"{k} = {_value(v)}" for k, v in table.items()]
 
 
+def observation_lines(table: dict[str, Any]) -> list[str]:
+    """``[observation]``, or one ``[observation.parts.<name>]`` table per named part."""
+    plain = {k: v for k, v in table.items() if k != "parts"}
+    out = ["[observation]", *_lines(plain)] if plain or "parts" not in table else []
+    for name, part in table.get("parts", {}).items():
+        out += [f"[observation.parts.{_key(name)}]", *_lines(part)]
+    return out
+
+
+def _key(name: str) -> str:
+    """A TOML key: bare when it can be, else quoted (a nested part's ``agent.pos``)."""
+    return name if name.replace("_", "a").replace("-", "a").isalnum() else json.dumps(name)
+
+
 def render_toml(draft: Draft) -> str:
     out = [
         f"# {draft.name}: drafted by `envforge init --ref {draft.reference}`. REVIEW EVERY LINE",
@@ -136,7 +103,7 @@ def render_toml(draft: Draft) -> str:
         out += ["", f"# {draft.c_note}", "[c]", *_lines(draft.c)]
     if draft.agents:
         out += ["", f"# {draft.agents_note}", "[agents]", *_lines(draft.agents)]
-    out += ["", f"# {draft.observation_note}", "[observation]", *_lines(draft.observation)]
+    out += ["", f"# {draft.observation_note}", *observation_lines(draft.observation)]
     if draft.action_note:
         out.append("")
         out.append(f"# {draft.action_note}")

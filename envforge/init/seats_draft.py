@@ -24,7 +24,7 @@ from envforge.backends.pettingzoo import load_factory, split_observation
 from envforge.errors import BadInput
 from envforge.init.draft import Draft
 from envforge.init.fields import FieldDraft
-from envforge.init.render import action_table, observation_table
+from envforge.init.spaces import action_table, observation_table
 
 BOOKKEEPING = {
     "agents",
@@ -224,7 +224,7 @@ def draft_seat_spec(reference: str, name: str, root: Any, options: dict[str, Any
         raise BadInput(f"{reference}: only discrete actions are drafted for several agents yet")
     illegal, illegal_reward = illegal_rule(env)
     env.close()
-    observation, note = observation_table(part)
+    observation, note, _ = observation_table(part, own_dtype=False)
     observation["shape"] = [len(names), *observation["shape"]]
     action = action_table(env.action_space(names[0]))
     seen = probe_games(make)

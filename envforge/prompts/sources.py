@@ -72,6 +72,10 @@ def _c_sources(main: Path, spec: EnvSpec) -> list[SourceFile]:
 def _gymnasium_source(env_id: str) -> SourceFile:
     import gymnasium
 
+    from envforge.backends.gym_ids import check_id
+
+    check_id(env_id)  # imports the module of a "module:id"
+    env_id = env_id.rsplit(":", 1)[-1]
     try:
         entry = gymnasium.spec(env_id).entry_point
     except gymnasium.error.Error as e:

@@ -10,7 +10,13 @@ The spec is data: it imports no target, backend or verifier code
 """
 
 from envforge.spec import bounds
-from envforge.spec.load import EnvSpec, load_spec, reference_kind, with_reference
+from envforge.spec.load import (
+    EnvSpec,
+    installed_class_module,
+    load_spec,
+    reference_kind,
+    with_reference,
+)
 from envforge.spec.lookup import (
     all_specs,
     project_roots,
@@ -24,6 +30,7 @@ __all__ = [
     "EnvSpec",
     "all_specs",
     "bounds",
+    "installed_class_module",
     "load_spec",
     "project_roots",
     "reference_file",

@@ -8,6 +8,7 @@ the key and what was expected.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from functools import lru_cache
@@ -98,6 +99,9 @@ class EnvSpec(FrozenModel):
     def element_name(self, key: str, index: tuple[int, ...]) -> str:
         """``obs[player_1][3]``, ``rewards[player_0]``, ``qvel[3] (bthigh)``: an element of a
         field or of the observation, its agent named where its first axis is the agent."""
+        layout = self.observation.layout
+        if key == "obs" and layout is not None and self.agents is None and index:
+            return layout.element_name(int(index[0]))  # obs.image[3,4,0]: the part's element
         parts = [f"[{int(j)}]" for j in index]
         if self.agents is not None and index and (key == "obs" or key in self.seat_fields):
             parts[0] = f"[{self.agents.names[int(index[0])]}]"
@@ -117,10 +121,21 @@ class EnvSpec(FrozenModel):
     def reference_kind(self) -> str:
         return reference_kind(self.reference)
 
+    @property
+    def reference_module(self) -> str | None:
+        """The installed module of a ``pkg.module:Class`` reference (None for any other)."""
+        return installed_class_module(self.reference)
+
+    @property
+    def class_name(self) -> str:
+        """The class of a Python reference (``file.py:Class`` or ``pkg.module:Class``)."""
+        return self.reference.rsplit(":", 1)[1]
+
     def reference_path(self) -> Path | None:
-        """Path of the reference source on disk (None for registry ids like gymnasium:...)."""
+        """Path of the reference source on disk (None for registry ids like gymnasium:... and
+        for a class of an installed module, which is imported by name)."""
         kind = self.reference_kind
-        if kind in ("gymnasium", "pettingzoo"):
+        if kind in ("gymnasium", "pettingzoo") or self.reference_module is not None:
             return None
         target = self.reference.split(":", 1)[0] if kind == "python" else self.reference
         if kind == "node":
@@ -184,6 +199,20 @@ def _policy_expression(source: str) -> Expression:
     return Expression(source, {"obs": None, "t": None})
 
 
+INSTALLED_CLASS = r"^(?P<module>[A-Za-z_]\w*(\.[A-Za-z_]\w*)*):[A-Za-z_]\w*$"
+"""``pkg.module:Class``: a class of an installed module, imported by name."""
+
+
+def installed_class_module(reference: str) -> str | None:
+    """``pkg.module`` of a ``pkg.module:Class`` reference, or None."""
+    if reference.startswith(("gymnasium:", "node:", "pettingzoo:")):
+        return None
+    found = re.match(INSTALLED_CLASS, reference)
+    if found is None or found.group("module").endswith(".py"):  # file.py:Class is a file
+        return None
+    return found.group("module")
+
+
 def reference_kind(reference: str) -> str:
     if reference.startswith("gymnasium:"):
         return "gymnasium"
@@ -191,7 +220,7 @@ def reference_kind(reference: str) -> str:
         return "pettingzoo"
     if reference.endswith(".c"):
         return "c"
-    if ".py:" in reference:
+    if ".py:" in reference or installed_class_module(reference) is not None:
         return "python"
     if reference.endswith(".js"):  # "node:file.js" or "file.js"
         return "node"
@@ -273,7 +302,8 @@ def _check_semantics(p: Path, spec: EnvSpec) -> None:
         raise SpecError(
             p,
             "reference",
-            "a .c file, 'gymnasium:<id>', 'pettingzoo:<module>', 'file.py:Class' or 'node:file.js'",
+            "a .c file, 'gymnasium:<id>', 'gymnasium:<module>:<id>', 'pettingzoo:<module>', "
+            "'file.py:Class', 'pkg.module:Class' or 'node:file.js'",
             spec.reference,
         )
     if kind == "c" and spec.c is None:

@@ -9,7 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from envforge.errors import BadInput, SpecError
-from envforge.spec.load import EnvSpec, load_spec, reference_kind, with_reference
+from envforge.spec.load import (
+    EnvSpec,
+    installed_class_module,
+    load_spec,
+    reference_kind,
+    with_reference,
+)
 
 
 def project_roots() -> list[Path]:
@@ -87,8 +93,8 @@ def _check_folder(ref: str, folder: Path, spec: EnvSpec) -> None:
 def reference_file(ref: str) -> Path | None:
     """The file a reference names (``env.c``, ``env.py`` of ``env.py:Class``, a folder), or
     None for a registry id (``gymnasium:CartPole-v1``)."""
-    if ref.startswith("gymnasium:"):
-        return None
+    if ref.startswith("gymnasium:") or installed_class_module(ref) is not None:
+        return None  # an id, or a class of an installed module: imported by name
     if reference_kind(ref) == "python":
         return Path(ref.rsplit(":", 1)[0])
     if ":" in ref and not Path(ref).exists():

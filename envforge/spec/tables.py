@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from envforge.spec import bounds
+from envforge.spec.parts import Part, PartDtype, PartLayout
 
 DTYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64", "uint8", "bool")
 MAX_ELEMENTS = 1 << 20
@@ -41,12 +42,58 @@ class FrozenModel(BaseModel):
 
 class BoxSpace(FrozenModel):
     shape: Shape
-    dtype: Literal["float32", "float64"] = "float32"
+    dtype: PartDtype = "float32"
     low: float | list[float]
     high: float | list[float]
     attr: str | None = None
     """Stateful references without an observation method: the attribute that is the
     observation (FrozenLake's ``s``)."""
+    parts: dict[str, Part] | None = None
+    """A nested observation (gymnasium Dict/Tuple, a JAX pytree) as named parts; then shape,
+    dtype and bounds are the flat row the verifier sees (``spec/parts.py``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_row_of_parts(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("parts") is None:
+            return data
+        raw = data["parts"]
+        if not isinstance(raw, dict) or not raw:
+            raise ValueError("parts: a table of named parts ([observation.parts.<name>])")
+        layout = PartLayout.of(
+            {k: v if isinstance(v, Part) else Part.model_validate(v) for k, v in raw.items()}
+        )
+        low, high = layout.bounds()
+        flat = {
+            "shape": (layout.size,),
+            "dtype": "float64",
+            "low": low.tolist(),
+            "high": high.tolist(),
+        }
+        for key, value in flat.items():
+            given = data.get(key)
+            if (
+                given is not None
+                and np.shape(given) == np.shape(value)
+                and np.all(np.asarray(given) == np.asarray(value))
+            ):
+                continue
+            if given is not None:
+                raise ValueError(f"with parts, {key} comes from the parts: leave it out")
+        return {**data, **flat, "parts": dict(zip(layout.names, layout.parts, strict=True))}
+
+    @property
+    def layout(self) -> PartLayout | None:
+        """The named parts' layout, or None for a plain array observation."""
+        return None if self.parts is None else PartLayout.of(self.parts)
+
+    def element_name(self, flat_index: int) -> str:
+        """``obs.image[3,4,0]`` (parts) or ``obs[3]``: an observation element for a person."""
+        layout = self.layout
+        if layout is not None:
+            return layout.element_name(flat_index)
+        where = np.unravel_index(flat_index, self.shape) if self.shape else ()
+        return "obs" + "".join(f"[{int(j)}]" for j in where)
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         low = np.broadcast_to(np.asarray(self.low, dtype=np.float64), self.shape)

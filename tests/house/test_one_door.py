@@ -205,8 +205,6 @@ ALLOWED = {
     ("verify/strategies.py", "load_module"): "a spec's own [verify] hook file",
     ("backends/reference_check.py", "open_driver"): "the reference",
     ("init/selfcheck.py", "build_driver"): "the reference (init's self-check)",
-    ("init/probe.py", "load_module"): "the reference class init drafts a spec from",
-    ("bench/python_loop.py", "load_module"): "a Python reference",
     ("mcp/server.py", "open_driver"): "the reference, beside the sandboxed port",
     ("commands/rules.py", "open_driver"): "the reference the rule cases run on first",
     (
