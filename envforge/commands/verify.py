@@ -39,6 +39,12 @@ def verify_command(
     all_levels: bool = typer.Option(
         False, "--all-levels", help="Run every level even after a failure."
     ),
+    fail_fast: bool = typer.Option(
+        False,
+        "--fail-fast",
+        help="Stop at the first difference (by default every distinct cause is searched for "
+        "and listed, one group each).",
+    ),
     seed: options.Seed = 0,
     scale: options.Scale = 1.0,
     strict: bool = typer.Option(
@@ -115,6 +121,7 @@ def verify_command(
     options = VerifyOptions(
         seed=seed,
         all_levels=all_levels,
+        fail_fast=fail_fast,
         scale=scale,
         isolate=not no_isolate,
         timeout_s=timeout,

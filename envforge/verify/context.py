@@ -16,6 +16,7 @@ from envforge.spec.bounds import check, check_optional
 from envforge.verify.compare import Diff, compare_states, first_element_out, values_close
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.localize import locate
+from envforge.verify.observe_lines import observe_lines
 from envforge.verify.strategies import spec_function
 
 
@@ -38,6 +39,9 @@ class VerifyOptions:
     """Seeds swept at L1 reset in replicate mode (every seed in [0, N)); None: the spec's."""
     sandbox: str | None = None
     """Where the port's driver runs: "process", "docker", or None/"none" (a plain child process)."""
+    fail_fast: bool = False
+    """Stop at the first difference (the repair loop's choice); by default a level goes on and
+    names every distinct cause it finds (``groups.py``)."""
     coverage: bool | None = None
     """Measure the reference's line (C: and branch) coverage at L1-L3 (``coverage/lines.py``).
     None: for C references only, where it costs ~2% of a verify's CPU; coverage.py made a
@@ -78,9 +82,12 @@ class VerifyContext:
     def port_sources(self) -> list[Path]:
         return self.port.source_files() if self.port_files is None else self.port_files
 
+    def ref_sources(self) -> list[Path]:
+        return [p.resolve() for p in self.ref.source_files()]
+
     def localize(self, keys: list[str]) -> tuple[list, list]:
         return (
-            locate(self.spec, keys, [p.resolve() for p in self.ref.source_files()]),
+            locate(self.spec, keys, self.ref_sources()),
             locate(self.spec, keys, self.port_sources()),
         )
 
@@ -94,10 +101,12 @@ class VerifyContext:
         ref: Transition,
         port: Transition,
         state_before: State | None = None,
+        only: list[str] | None = None,
         **extra: Any,
     ) -> Finding:
-        """The Finding for env ``i`` of a compared batch, localized to the diverging keys."""
-        keys = diff.keys_at(i)
+        """The Finding for env ``i`` of a compared batch, localized to the diverging keys
+        (``only``: to those of them, a group's own)."""
+        keys = only or diff.keys_at(i)
         expected: dict[str, Any] = {}
         actual: dict[str, Any] = {}
         for k in keys:
@@ -109,6 +118,14 @@ class VerifyContext:
             if k in diff.ulp:
                 error[f"{k}.ulp"] = float(diff.ulp[k][i])
         ref_lines, port_lines = self.localize(_localization_keys(keys, self.spec.field_names))
+        if keys == ["obs"]:  # equal states, different observations: the observe function
+            tolerance = self.spec.tolerance(None)
+            differing = _differing_elements(
+                _value(ref, "obs", i), _value(port, "obs", i), *tolerance
+            )
+            extra.setdefault("extra", {})["obs_elements"] = differing
+            ref_lines = observe_lines(self.ref_sources(), differing[:4]) or ref_lines
+            port_lines = observe_lines(self.port_sources(), differing[:4]) or port_lines
         elements = [
             e for k in keys if (e := _first_element(self.spec, ref, port, k, i)) is not None
         ]
@@ -215,6 +232,14 @@ def differing_agents(
         close = values_close(a, b, atol, rtol) if a.shape == b.shape else np.zeros_like(bad)
         bad |= ~np.asarray(close).reshape(len(bad), -1).all(axis=1)
     return [name for name, b in zip(spec.agents.names, bad, strict=True) if b]
+
+
+def _differing_elements(a: Any, b: Any, atol: Any, rtol: Any) -> list[int]:
+    """Flat indices of the elements of two observations that differ beyond the tolerance."""
+    x, y = np.asarray(a).reshape(-1), np.asarray(b).reshape(-1)
+    if x.shape != y.shape:
+        return []
+    return [int(j) for j in np.flatnonzero(~values_close(x, y, atol, rtol))]
 
 
 def _localization_keys(keys: list[str], fields: list[str]) -> list[str]:

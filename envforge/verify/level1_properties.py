@@ -24,11 +24,12 @@ from hypothesis.errors import Unsatisfiable
 
 from envforge.backends.base import State, batch_size, take_state
 from envforge.errors import BadInput, DriverFailure
-from envforge.verify import reset_valid
-from envforge.verify.context import VerifyContext, reset_mismatch
+from envforge.verify.consequences import merge_consequences
+from envforge.verify.context import VerifyContext
 from envforge.verify.findings import Finding, to_jsonable
-from envforge.verify.power import POWER, ks_min_detectable
+from envforge.verify.groups import Collector, collect_pair, finding_cause, new_causes
 from envforge.verify.reachable import reachable_states
+from envforge.verify.reset_checks import check_reset, reset_power
 from envforge.verify.search import run_search, search_settings
 from envforge.verify.seat_properties import check_zero_sum
 from envforge.verify.seed_sweep import check_reset_sweep
@@ -77,9 +78,9 @@ def _step_both(
     return None
 
 
-def _step_finding(ctx: VerifyContext, failure: _Failure, how: str) -> Finding:
-    i = failure.pair.first()
-    assert i is not None
+def _step_finding(
+    ctx: VerifyContext, failure: _Failure, how: str, i: int, keys: list[str]
+) -> Finding:
     return pair_finding(
         ctx,
         1,
@@ -88,12 +89,35 @@ def _step_finding(ctx: VerifyContext, failure: _Failure, how: str) -> Finding:
         failure.pair,
         i,
         failure.state,
+        keys,
         step=0,
         actions=[to_jsonable(failure.actions[i])],
     )
 
 
-def check_steps_hypothesis(ctx: VerifyContext, counter: _Counter) -> Finding | None:
+def _collect(
+    ctx: VerifyContext, groups: Collector, failure: _Failure, how: str, counted: bool = True
+) -> bool:
+    """Every differing env of ``failure`` into ``groups``; True when a cause was new."""
+    return collect_pair(
+        groups,
+        failure.pair,
+        lambda i, keys: _step_finding(ctx, failure, how, i, keys),
+        counted,
+    )
+
+
+def check_steps_hypothesis(ctx: VerifyContext, counter: _Counter, groups: Collector) -> None:
+    """Hypothesis searches, each shrinking one new cause: after a cause is found the search
+    runs again with it excluded, until a search finds none (or ``groups`` is full)."""
+    while not groups.full():
+        failure = _hypothesis_search(ctx, counter, groups.known())
+        if failure is None or not _collect(ctx, groups, failure, "shrunk by hypothesis", False):
+            return
+
+
+def _hypothesis_search(ctx: VerifyContext, counter: _Counter, known: set[str]) -> _Failure | None:
+    """One search for a batch with a cause not in ``known``; its shrunk failure, if any."""
     spec = ctx.spec
     batch = st.lists(
         st.tuples(state_strategy(spec), action_strategy(spec)),
@@ -101,6 +125,7 @@ def check_steps_hypothesis(ctx: VerifyContext, counter: _Counter) -> Finding | N
         max_size=spec.verify.l1_batch,
     )
     driver_error: list[DriverFailure] = []
+    failures: list[_Failure] = []
 
     @seed(ctx.options.seed)
     @search_settings(ctx.count(spec.verify.l1_examples, 10), [Phase.generate, Phase.shrink])
@@ -118,8 +143,8 @@ def check_steps_hypothesis(ctx: VerifyContext, counter: _Counter) -> Finding | N
             e.actions = [to_jsonable(actions[0])]
             driver_error.append(e)
             return
-        if failure is not None:
-            counter.failures.append(failure)
+        if failure is not None and new_causes(spec, failure.pair, known):
+            failures.append(failure)
             raise AssertionError("step mismatch")
 
     try:
@@ -132,12 +157,11 @@ def check_steps_hypothesis(ctx: VerifyContext, counter: _Counter) -> Finding | N
         ) from None
     if driver_error:
         raise driver_error[0]
-    if counter.failures:
-        return _step_finding(ctx, counter.failures[-1], "shrunk by hypothesis")
-    return None
+    counter.failures.extend(failures[-1:])
+    return failures[-1] if failures else None  # the last is the final, shrunk replay
 
 
-def check_steps_sweep(ctx: VerifyContext, counter: _Counter) -> Finding | None:
+def check_steps_sweep(ctx: VerifyContext, counter: _Counter, groups: Collector) -> None:
     spec = ctx.spec
     rng = ctx.rng(11)
     n = ctx.count(spec.verify.l1_sweep, 64)
@@ -146,11 +170,12 @@ def check_steps_sweep(ctx: VerifyContext, counter: _Counter) -> Finding | None:
         state = sample_states(spec, rng, m)
         failure = _step_both(ctx, state, sample_actions(spec, rng, m), counter)
         if failure is not None:
-            return _step_finding(ctx, failure, "batched sweep")
-    return None
+            _collect(ctx, groups, failure, "batched sweep")
+            if groups.full():
+                return
 
 
-def check_steps_reachable(ctx: VerifyContext, counter: _Counter) -> Finding | None:
+def check_steps_reachable(ctx: VerifyContext, counter: _Counter, groups: Collector) -> None:
     """One step on both sides from states along the reference's own random trajectories."""
     spec = ctx.spec
     rng = ctx.rng(12)
@@ -161,17 +186,18 @@ def check_steps_reachable(ctx: VerifyContext, counter: _Counter) -> Finding | No
         m = batch_size(state)
         failure = _step_both(ctx, state, sample_actions(spec, rng, m), counter)
         if failure is not None:
-            return _step_finding(ctx, failure, "state reached by the reference")
-    return None
+            _collect(ctx, groups, failure, "state reached by the reference")
+            if groups.full():
+                return
 
 
-def check_steps_boundaries(ctx: VerifyContext, counter: _Counter) -> Finding | None:
+def check_steps_boundaries(ctx: VerifyContext, counter: _Counter, groups: Collector) -> None:
     """Exact mode: one step on both sides from states on the reference's branch thresholds
     (``<`` versus ``<=`` shows only there; see boundaries.py)."""
     if ctx.spec.compare.mode != "exact":
-        return None  # tolerance mode excuses threshold flag flips by design
+        return  # tolerance mode excuses threshold flag flips by design
     if not any(f.np_dtype.kind == "f" for f in ctx.spec.state):
-        return None  # lines are bisected along float fields; integer states have none
+        return  # lines are bisected along float fields; integer states have none
     from envforge.verify.boundaries import boundary_states
 
     lines = max(8192, ctx.count(16384))  # bisection is cheap: ~30 batched reference steps
@@ -182,117 +208,31 @@ def check_steps_boundaries(ctx: VerifyContext, counter: _Counter) -> Finding | N
         rows = slice(start, start + 1024)
         failure = _step_both(ctx, take_state(states, rows), actions[rows], counter)
         if failure is not None:
-            return _step_finding(ctx, failure, "state on a branch threshold of the reference")
-    return None
+            _collect(ctx, groups, failure, "state on a branch threshold of the reference")
+            if groups.full():
+                return
 
 
 def check_steps_unexecuted(
-    ctx: VerifyContext, counter: _Counter, stats_out: dict[str, Any]
-) -> Finding | None:
+    ctx: VerifyContext, counter: _Counter, groups: Collector, stats_out: dict[str, Any]
+) -> None:
     """Draws steered towards reference lines no check above executed (unexecuted.py)."""
     from envforge.verify.unexecuted import search_unexecuted
 
-    search = search_unexecuted(ctx, lambda s, a: _step_both(ctx, s, a, counter))
+    def step(state: State, actions: np.ndarray) -> _Failure | None:
+        failure = _step_both(ctx, state, actions, counter)
+        if failure is not None:
+            _collect(ctx, groups, failure, "a state steered towards unexecuted lines")
+        return failure if groups.full() else None  # a full collector ends the search
+
+    search = search_unexecuted(ctx, step)
     if search.missing_before:
         stats_out["coverage_search"] = search.stats()
-    if search.failure is not None:
-        return _step_finding(ctx, search.failure, "a state steered towards unexecuted lines")
-    return None
 
 
-def check_reset(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any]]:
-    """Resets are cheap next to steps, and a reset probability moved by a few percent needs
-    thousands of seeds a side: ``--scale`` below 1 does not shrink the sample (above 1 it
-    grows it)."""
-    spec = ctx.spec
-    n = max(spec.verify.reset_samples, ctx.count(spec.verify.reset_samples, 200))
-    seeds = (np.arange(n, dtype=np.uint64) * 7919 + ctx.options.seed * 104729).astype(np.uint32)
-    ref = ctx.ref.reset(seeds)
-    port = ctx.port.reset(seeds)
-    if spec.rng.mode == "replicate":
-        finding = reset_mismatch(ctx, 1, seeds, ref, port)
-        return finding, {"reset_seeds": n, "reset_test": "exact"}
-    alpha = spec.verify.alpha / max(1, len(spec.state)) / 2.0  # per field, KS beside support
-    detectable = {f"p={p}": ks_min_detectable(p, n, alpha) for p in (0.5, 0.3, 0.1)}
-    finding = _distribution_finding(
-        ctx, ref, port, "reset.distribution", "reset distribution of {f} differs"
-    ) or reset_valid.check(ctx, seeds, ref, port)
-    return finding, {"reset_seeds": n, "reset_test": "ks_2samp", "reset_detectable": detectable}
-
-
-def reset_power(stats: dict[str, Any]) -> str:
-    """What the reset distribution test could catch, as the level's summary says it."""
-    detectable = stats.get("reset_detectable")
-    if not detectable:
-        return ""
-    return (
-        f"; at reset ({stats['reset_seeds']} seeds a side) a value of frequency 0.3 moving by "
-        f"{detectable['p=0.3']:.3g} is caught with {POWER:.0%} power"
-    )
-
-
-def _distribution_finding(
-    ctx: VerifyContext, ref: State, port: State, check: str, message: str
-) -> Finding | None:
-    """Per-field two-sample tests (Bonferroni over fields); the smallest p-value below alpha wins."""
-    spec = ctx.spec
-    alpha = spec.verify.alpha / max(1, len(spec.state))
-    worst: tuple[float, str, float, str, int] | None = None
-    for f in spec.state:
-        atol_f = np.broadcast_to(spec.tolerance(f.name)[0], f.shape).reshape(-1)
-        a = ref[f.name].reshape(len(ref[f.name]), -1).astype(np.float64)
-        b = port[f.name].reshape(len(port[f.name]), -1).astype(np.float64)
-        for j in range(a.shape[1]):
-            if (
-                np.array_equal(np.unique(a[:, j]), np.unique(b[:, j]))
-                and len(np.unique(a[:, j])) == 1
-            ):
-                continue
-            if f.np_dtype.kind == "f" and spec.compare.mode == "tolerance":
-                scale = max(np.ptp(a[:, j]), np.ptp(b[:, j]))
-                if scale <= atol_f[j]:  # both are a constant within tolerance
-                    continue
-            p_ks, d = ks_test(a[:, j], b[:, j])
-            slack = float(atol_f[j]) if f.np_dtype.kind == "f" else 0.0
-            p_support, seen = support_pvalue(a[:, j], b[:, j], slack)
-            # two tests per component: each at half the level (Bonferroni)
-            p, test = min((2 * p_ks, "KS"), (2 * p_support, seen))
-            if p < alpha and (worst is None or p < worst[0]):
-                worst = (p, f.name, d, test, j)
-    if worst is None:
-        return None
-    p, name, d, test, j = worst
-    ref_lines, port_lines = ctx.localize([name])
-    a, b = ref[name].astype(np.float64), port[name].astype(np.float64)
-    f = spec.field(name)
-    if f.shape:  # the element tested, not the whole array's spread
-        a, b = a.reshape(len(a), -1)[:, j], b.reshape(len(b), -1)[:, j]
-        name_shown = f.element_name(j)
-    else:
-        name_shown = name
-
-    def summary(x: np.ndarray) -> dict[str, float]:
-        return {
-            "mean": float(x.mean()),
-            "std": float(x.std()),
-            "min": float(x.min()),
-            "max": float(x.max()),
-        }
-
-    return Finding(
-        level=1,
-        check=check,
-        message=message.format(f=name_shown) + f" ({test}; KS D={d:.3f}; p={p:.2e})",
-        fields=[name],
-        expected={name: summary(a)},
-        actual={name: summary(b)},
-        error={name: d, "p_value": p},
-        reference_lines=ref_lines,
-        port_lines=port_lines,
-    )
-
-
-def _run_distributions(ctx: VerifyContext, stats_out: dict[str, Any]) -> LevelResult:
+def _run_distributions(
+    ctx: VerifyContext, stats_out: dict[str, Any], groups: Collector
+) -> LevelResult:
     """``[rng] step = "distribution"``: single steps compared as distributions, from states
     over the whole horizon and states steered to the reference's lines (distribution_l1.py)."""
     from envforge.verify.distribution_l1 import run as run_distributions
@@ -300,11 +240,20 @@ def _run_distributions(ctx: VerifyContext, stats_out: dict[str, Any]) -> LevelRe
     result = run_distributions(ctx)
     stats_out.update(result.stats)
     if result.finding is not None:
-        level = LevelResult(1, "fail", result.finding.message, [result.finding], stats_out)
+        groups.add(finding_cause(result.finding), result.finding)
+    if groups.groups:
+        findings = groups.findings()
+        level = LevelResult(1, "fail", _summary(findings), findings, stats_out)
     else:
         level = LevelResult(1, "pass", result.summary + reset_power(stats_out), stats=stats_out)
     level.coverage = result.coverage  # the runner replaces it when it measured coverage itself
     return level
+
+
+def _summary(findings: list[Finding]) -> str:
+    """The failing level's summary: its first group's message, and how many more there are."""
+    more = len(findings) - 1
+    return findings[0].message + (f" (and {more} more cause{'s' * (more > 1)})" if more else "")
 
 
 def _check_training_path(
@@ -324,6 +273,7 @@ def _check_training_path(
 
 def run(ctx: VerifyContext) -> LevelResult:
     counter = _Counter()
+    groups = Collector(ctx.spec, ctx.options.fail_fast)
     # under a tape with random resets, a step's exact check (which names the draw) goes before
     # the reset's distribution test: a port's drawing bug that also shows at reset (UNO's
     # opponent may move before the agent) is reported where it is exact
@@ -331,27 +281,41 @@ def run(ctx: VerifyContext) -> LevelResult:
     stats_out: dict[str, Any] = {}
     if not steps_first:
         reset_finding, stats_out = check_reset(ctx)
-        if reset_finding is not None:
-            return LevelResult(1, "fail", reset_finding.message, [reset_finding], stats_out)
+        if reset_finding is not None:  # the step checks still run, from injected states
+            groups.add(finding_cause(reset_finding), reset_finding)
     if ctx.spec.rng.step == "distribution":
-        return _run_distributions(ctx, stats_out)
-    finding = (
-        check_steps_hypothesis(ctx, counter)
-        or check_steps_sweep(ctx, counter)
-        or check_steps_reachable(ctx, counter)
-        or check_steps_boundaries(ctx, counter)
-        or check_steps_unexecuted(ctx, counter, stats_out)
-        or check_zero_sum(ctx)
-    )
-    if finding is None and steps_first:
-        finding, reset_stats = check_reset(ctx)
+        return _run_distributions(ctx, stats_out, groups)
+    started = time.perf_counter()
+    check_steps_hypothesis(ctx, counter, groups)
+    for check in (check_steps_sweep, check_steps_reachable, check_steps_boundaries):
+        if not groups.full():
+            check(ctx, counter, groups)
+    if not groups.full():
+        check_steps_unexecuted(ctx, counter, groups, stats_out)
+    zero_sum = None if groups.full() else check_zero_sum(ctx)
+    if zero_sum is not None:
+        groups.add("property.zero_sum", zero_sum)
+    if steps_first and not groups.full():
+        reset_finding, reset_stats = check_reset(ctx)
         stats_out.update(reset_stats)
-    if finding is None:  # the exhaustive reset sweep is L1's longest check
+        if reset_finding is not None:
+            groups.add(finding_cause(reset_finding), reset_finding)
+    if not any(c.startswith("reset:") for c in groups.known()) and not groups.full():
+        # the exhaustive reset sweep is L1's longest check
         finding, sweep_stats = check_reset_sweep(ctx)
         stats_out.update(sweep_stats)
+        if finding is not None:
+            groups.add(finding_cause(finding), finding)
     training = ""
-    if finding is None and ctx.spec.rng.step == "tape":
+    if not groups.groups and ctx.spec.rng.step == "tape":
         finding, training = _check_training_path(ctx, stats_out)
+        if finding is not None:
+            groups.add(finding_cause(finding), finding)
+    if len(groups.groups) > 1:
+        merge_consequences(ctx, groups)
+    if groups.groups:
+        stats_out["groups"] = len(groups.groups)
+        stats_out["search_s"] = round(time.perf_counter() - started, 1)
     stats_out.update(
         transitions=counter.transitions,
         **({"draws_accounted": counter.draws} if ctx.spec.rng.step == "tape" else {}),
@@ -360,8 +324,9 @@ def run(ctx: VerifyContext) -> LevelResult:
         if counter.seconds
         else None,
     )
-    if finding is not None:
-        return LevelResult(1, "fail", finding.message, [finding], stats_out)
+    if groups.groups:
+        findings = groups.findings()
+        return LevelResult(1, "fail", _summary(findings), findings, stats_out)
     summary = f"{counter.transitions} single-step transitions and resets agree"
     if ctx.spec.rng.step == "tape":
         summary += f" ({counter.draws} reference draws replayed and accounted for)"

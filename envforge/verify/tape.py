@@ -156,6 +156,7 @@ def pair_finding(
     pair: PairStep,
     i: int,
     state_before: State | None,
+    only: list[str] | None = None,
     **extra: Any,
 ) -> Finding:
     """The finding for env ``i`` of a compared pair: ``rng.tape`` when the draws do not
@@ -180,6 +181,7 @@ def pair_finding(
             pair.ref,
             pair.port,
             state_before,
+            only,
             **extra,
         )
         finding.reference_lines = _lines(pair.ref_draws, i, j) or finding.reference_lines
@@ -194,7 +196,7 @@ def pair_finding(
         }
     else:
         finding = ctx.finding_from_diff(
-            level, check, message, pair.diff, i, pair.ref, pair.port, state_before, **extra
+            level, check, message, pair.diff, i, pair.ref, pair.port, state_before, only, **extra
         )
     if pair.ref_draws is not None:
         draws = pair.ref_draws.row_summary(i)

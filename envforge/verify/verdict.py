@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -13,6 +14,7 @@ from envforge.coverage.lines import LineCoverage, merge_all
 from envforge.untrusted.shown import indented, one_line, shown
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.levels import EQUIVALENCE_LEVELS, LEVEL_NAMES
+from envforge.verify.groups import Group, report_groups
 
 STATUSES = ("pass", "fail", "error", "inconclusive", "skipped")
 """The levels a port must pass to be equivalent (L4, transfer, is optional)."""
@@ -138,6 +140,25 @@ class Report:
                 return ranked[0]
         return None
 
+    def groups(self) -> list[Group]:
+        """Every distinct difference of the run, merged by cause across levels, most
+        fundamental first (``groups.py``)."""
+        return report_groups(self.findings)
+
+    def search_seconds(self) -> float:
+        return sum(lv.wall_s for lv in self.levels)
+
+    def groups_line(self) -> str:
+        """``3 distinct differences found in 41.2 s of search:`` (empty when none)."""
+        groups = self.groups()
+        if not groups:
+            return ""
+        n = len(groups)
+        return (
+            f"{n} distinct difference{'s' * (n > 1)} found in {self.search_seconds():.1f} s "
+            "of search:"
+        )
+
     def coverage(self) -> tuple[str, list[LineCoverage]]:
         """The levels whose reference coverage was measured, as ``L1–L3``, and their coverage
         together (empty when none was measured)."""
@@ -167,6 +188,8 @@ class Report:
             "verdict": self.verdict,
             "requested_levels": self.requested,
             "levels": [lv.to_dict() for lv in self.levels],
+            "groups": [g.to_dict() for g in self.groups()],
+            "search_s": round(self.search_seconds(), 1),
             "reference_coverage": {"levels": label, "files": [c.to_dict() for c in files]}
             if files
             else None,
@@ -208,9 +231,13 @@ class Report:
         console.print(table)
         for line in self.coverage_lines():
             console.print(shown(line))
-        for lv in self.levels:
-            for finding in lv.findings[:max_findings]:
-                console.print(shown(render_finding(finding)))
+        groups = self.groups()
+        if groups:
+            console.print(shown(self.groups_line()))
+        for group in groups:
+            console.print(shown(group_line(group)), soft_wrap=True)
+        for group in groups[:max_findings]:
+            console.print(shown(render_finding(group.finding)))
         color = "red" if not self.passed else "yellow" if self.levels_not_run else "green"
         console.print(f"[bold {color}]{self.verdict_line()}[/]", highlight=False, soft_wrap=True)
 
@@ -226,6 +253,20 @@ def levels_phrase(levels: list[int], named: bool = True) -> str:
     if not named:
         return text
     return f"level {text}" if len(ordered) == 1 else f"levels {text}"
+
+
+def group_line(group: Group) -> str:
+    """One line per group: cause, levels, count, where in the port."""
+    f = group.finding
+    levels = "".join(f"L{n}" for n in sorted(group.levels))
+    where = f" at {Path(f.port_lines[0].file).name}:{f.port_lines[0].line}" if f.port_lines else ""
+    times = f" x{group.count}" if group.count > 1 else ""
+    return f"  {group.cause:<14} {levels:<6} {f.check}{times}{where}: {first_line(f.message)}"
+
+
+def first_line(text: str, limit: int = 160) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def render_finding(f: Finding) -> str:
@@ -244,6 +285,13 @@ def render_finding(f: Finding) -> str:
     if f.expected is not None:
         lines.append(f"  expected (reference): {indented(f.expected)}")
         lines.append(f"  actual (port):        {indented(f.actual)}")
+    if f.extra.get("count", 1) > 1:
+        lines.append(f"  seen in {f.extra['count']} compared transitions")
+    for follows in f.extra.get("may_follow", []):
+        lines.append(
+            f"  may follow from it: {follows['cause']} ({follows['count']} transitions whose "
+            f"step reads {follows['reads']}): {one_line(follows['message'])}"
+        )
     if f.error:
         lines.append("  error: " + ", ".join(f"{k}={v:.6g}" for k, v in f.error.items()))
     for title, locs in (("reference", f.reference_lines), ("port", f.port_lines)):

@@ -215,7 +215,7 @@ def test_dotted_attributes_are_read_as_copies() -> None:
 def test_reset_distribution_finding_names_the_element() -> None:
     """Sync mode compares reset distributions element by element: the finding names the
     element whose distribution differs, and summarizes that element (not the whole array)."""
-    from envforge.verify.level1_properties import _distribution_finding
+    from envforge.verify.reset_checks import distribution_finding
 
     spec = make_spec()
     rng = np.random.default_rng(1)
@@ -223,8 +223,8 @@ def test_reset_distribution_finding_names_the_element() -> None:
     ref = {"qvel": rng.uniform(-0.1, 0.1, (n, 4)), "t": np.zeros(n, np.int32)}
     port = {"qvel": rng.uniform(-0.1, 0.1, (n, 4)), "t": np.zeros(n, np.int32)}
     ctx = SimpleNamespace(spec=spec, localize=lambda keys: ([], []))
-    assert _distribution_finding(ctx, ref, port, "reset.distribution", "{f}") is None  # type: ignore[arg-type]
+    assert distribution_finding(ctx, ref, port, "reset.distribution", "{f}") is None  # type: ignore[arg-type]
     port["qvel"][:, 2] += 0.05
-    finding = _distribution_finding(ctx, ref, port, "reset.distribution", "{f}")  # type: ignore[arg-type]
+    finding = distribution_finding(ctx, ref, port, "reset.distribution", "{f}")  # type: ignore[arg-type]
     assert finding is not None and finding.message.startswith("qvel[2] (bthigh)")
     assert abs(finding.actual["qvel"]["mean"] - finding.expected["qvel"]["mean"] - 0.05) < 0.01

@@ -1,0 +1,102 @@
+"""One verify names every distinct difference: four independent bugs planted in pong's JAX port
+come back as four groups from one default run, each with its own lines, and ``--fail-fast``
+keeps stopping at the first.
+
+The bugs (each an exact patch of ``generated/pong/jax/pong.py``): the opponent paddle 1.5x
+faster moving down, the return reward doubled, the left side needing one point more to win,
+and the sign of the ball's x velocity flipped in ``observe``.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import PONG_PORT, PONG_SPEC, QUICK_SWEEP, PatchedPort, apply_patch
+
+from envforge.spec import load_spec
+from envforge.verify.context import VerifyOptions
+from envforge.verify.runner import verify
+from envforge.verify.verdict import Report
+
+FOUR_BUGS = (
+    (
+        "chase = jnp.clip(target - state.paddle_yl, -OPPONENT_SPEED, OPPONENT_SPEED)",
+        "chase = jnp.clip(target - state.paddle_yl, -OPPONENT_SPEED, OPPONENT_SPEED * f32(1.5))",
+    ),
+    (
+        "reward = jnp.where(hit_r, f32(0.0) + RETURN_REWARD, f32(0.0))",
+        "reward = jnp.where(hit_r, f32(0.0) + RETURN_REWARD * f32(2.0), f32(0.0))",
+    ),
+    (
+        "terminated = (state.score_l >= WIN_SCORE) |",
+        "terminated = (state.score_l >= WIN_SCORE + 1) |",
+    ),
+    (
+        "            state.ball_vx * (f32(1.0) / BALL_SPEED_X),",
+        "            -state.ball_vx * (f32(1.0) / BALL_SPEED_X),",
+    ),
+)
+OPTIONS = {"scale": 0.2, "seed_sweep": QUICK_SWEEP}
+
+
+def _run(workdir: Path, fail_fast: bool) -> tuple[Report, PatchedPort]:
+    port = apply_patch(PONG_PORT, workdir, *FOUR_BUGS)
+    options = VerifyOptions(fail_fast=fail_fast, **OPTIONS)  # type: ignore[arg-type]
+    return verify(load_spec(PONG_SPEC), port.path, [0, 1], options), port
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Future[tuple[Report, PatchedPort]]]:
+    """The default run and the fail-fast run, side by side (each mostly waits on its children)."""
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="verify")
+    futures = {
+        name: pool.submit(_run, tmp_path_factory.mktemp(name), name == "fail_fast")
+        for name in ("default", "fail_fast")
+    }
+    yield futures
+    pool.shutdown(cancel_futures=True)
+
+
+def _patched_line(port: PatchedPort, text: str) -> int:
+    [line] = [n for n, t in zip(port.lines, port.line_texts(), strict=True) if text in t]
+    return line
+
+
+def test_one_default_run_names_all_four_bugs_as_groups(runs) -> None:
+    report, port = runs["default"].result()
+    assert report.exit_code == 1
+    groups = {g.cause: g for g in report.groups()}
+    assert set(groups) == {"paddle_yl", "reward", "terminated", "obs"}, report.groups_line()
+    # most fundamental first: the state field, then reward and flag, the observation last
+    assert [g.cause for g in report.groups()][0] == "paddle_yl"
+    assert [g.cause for g in report.groups()][-1] == "obs"
+    for cause, patched in (
+        ("paddle_yl", "OPPONENT_SPEED * f32(1.5)"),
+        ("reward", "RETURN_REWARD * f32(2.0)"),
+        ("terminated", "WIN_SCORE + 1"),
+        ("obs", "-state.ball_vx"),
+    ):
+        finding = groups[cause].finding
+        shown = {(loc.line, Path(loc.file).name) for loc in finding.port_lines}
+        assert (_patched_line(port, patched), port.path.name) in shown, (cause, shown)
+        assert finding.state_before is not None and len(finding.actions) == 1
+    # the observation group names only the observation, at the element and in observe
+    obs = groups["obs"].finding
+    assert obs.fields == ["obs"] and obs.extra["obs_elements"] == [4]
+    assert all("ball_vx" in loc.text for loc in obs.port_lines)
+    assert any(loc.text.startswith("obs[4] =") for loc in obs.reference_lines)
+    data = json.loads(json.dumps(report.to_dict()))
+    assert {g["cause"] for g in data["groups"]} == set(groups)
+    assert all(g["count"] >= 1 and g["port_lines"] for g in data["groups"])
+    assert data["search_s"] > 0
+    assert report.groups_line().startswith("4 distinct differences found in ")
+
+
+def test_fail_fast_stops_at_the_first_difference(runs) -> None:
+    report, _ = runs["fail_fast"].result()
+    assert report.exit_code == 1
+    assert len(report.groups()) == 1
+    assert len(report.levels[-1].findings) == 1
