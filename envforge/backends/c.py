@@ -26,6 +26,7 @@ from envforge.coverage.gcov import GcovBuild
 from envforge.coverage.lines import LineCoverage
 from envforge.errors import BadInput, ContractViolation
 from envforge.native import c_draws
+from envforge.native.c_includes import quoted_includes
 from envforge.native.c_shim import shim_source
 from envforge.native.c_struct import StructMember, parse_struct
 from envforge.native.c_threads import sweep_threads
@@ -346,6 +347,7 @@ class CDriver(Driver):
     def source_files(self) -> list[Path]:
         return [
             self.reference,
+            *quoted_includes(self.reference),  # a port's or reference's own headers
             *(self.spec.root / s for s in (self.spec.c.sources if self.spec.c else ())),
         ]
 

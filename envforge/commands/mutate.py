@@ -76,6 +76,7 @@ def mutate_command(
     options = VerifyOptions(  # every mutant and the differential go through the same door
         seed=seed,
         scale=scale,
+        fail_fast=True,  # one mutant, one cause: the first difference kills it
         seed_sweep=parse_seed_sweep(seed_sweep) if seed_sweep is not None else None,
         sandbox=sandbox_choice.kind,
     )

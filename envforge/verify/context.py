@@ -85,10 +85,12 @@ class VerifyContext:
     def ref_sources(self) -> list[Path]:
         return [p.resolve() for p in self.ref.source_files()]
 
-    def localize(self, keys: list[str]) -> tuple[list, list]:
+    def localize(self, keys: list[str], phase: str | None = "step") -> tuple[list, list]:
+        """Both sides' lines for ``keys``, in the code ``phase`` (step or reset; None: either)
+        runs."""
         return (
-            locate(self.spec, keys, self.ref_sources()),
-            locate(self.spec, keys, self.port_sources()),
+            locate(self.spec, keys, self.ref_sources(), phase=phase),
+            locate(self.spec, keys, self.port_sources(), phase=phase),
         )
 
     def finding_from_diff(
@@ -263,7 +265,7 @@ def reset_mismatch(
     if i is None:
         return None
     keys = diff.keys_at(i)
-    ref_lines, port_lines = ctx.localize(keys)
+    ref_lines, port_lines = ctx.localize(keys, "reset")
     return Finding(
         level=level,
         check="reset.mismatch",

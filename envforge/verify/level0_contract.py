@@ -75,7 +75,7 @@ class _Checker:
 
     def fail(self, check: str, message: str, **kw: object) -> None:
         keys = list(kw.pop("fields", []))  # type: ignore[call-overload]
-        ref_lines, port_lines = self.ctx.localize(keys) if keys else ([], [])
+        ref_lines, port_lines = self.ctx.localize(keys, None) if keys else ([], [])
         self.findings.append(
             Finding(
                 level=0,

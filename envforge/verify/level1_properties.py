@@ -33,7 +33,6 @@ from envforge.verify.reset_checks import check_reset, reset_power
 from envforge.verify.search import run_search, search_settings
 from envforge.verify.seat_properties import check_zero_sum
 from envforge.verify.seed_sweep import check_reset_sweep
-from envforge.verify.stats import ks_test, support_pvalue
 from envforge.verify.strategies import (
     action_strategy,
     sample_actions,

@@ -9,8 +9,10 @@ bug inside a helper is then named even though the line assigning the field looks
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from envforge.spec import EnvSpec
 from envforge.untrusted.port_files import MAX_READ_BYTES, read_regular
@@ -39,28 +41,6 @@ def names_for(spec: EnvSpec, key: str) -> tuple[str, ...]:
     if f.attr and spec.reference_kind == "node":  # "sides[*].team[*].sleepTurns": sleepTurns
         names.append(re.sub(r"\[[^\]]*\]", "", f.attr).rsplit(".", 1)[-1])
     return tuple(dict.fromkeys(names))
-
-
-_JS_FRAME = re.compile(r"(/[^\s():]+\.(?:js|mjs|cjs)):(\d+):\d+")
-
-
-def stack_locations(stack: str, limit: int = 4) -> list[SourceLocation]:
-    """The source lines a JavaScript stack names, innermost first (envforge's own runner and
-    node's internals left out): where a reference threw."""
-    out: list[SourceLocation] = []
-    for path_text, line_text in _JS_FRAME.findall(stack):
-        path = Path(path_text)
-        if path.name == "node_runner.js" or not path.is_file():
-            continue
-        lines = source_lines(str(path), path.stat().st_mtime)
-        number = int(line_text)
-        if 1 <= number <= len(lines):
-            loc = SourceLocation(file=str(path), line=number, text=lines[number - 1].strip())
-            if loc not in out:
-                out.append(loc)
-        if len(out) >= limit:
-            break
-    return out
 
 
 @lru_cache(maxsize=64)
@@ -114,22 +94,31 @@ def assignments(path: Path, names: tuple[str, ...], limit: int = 8) -> list[Sour
 
 
 def locate(
-    spec: EnvSpec, keys: list[str], files: list[Path], limit: int = 8, depth: int = 4
+    spec: EnvSpec,
+    keys: list[str],
+    files: list[Path],
+    limit: int = 8,
+    depth: int = 4,
+    phase: str | None = None,
 ) -> list[SourceLocation]:
-    """Assignments of the given canonical fields / transition keys across ``files``, then the
-    definitions they read, nearest first (``depth`` hops back, each key's nearest ``2 * limit``).
-    Among equally near ones, those more of the diverging keys read come first: a common cause."""
+    """Assignments of the given canonical fields / transition keys across ``files`` (in code
+    the ``phase``, reset or step, runs: ``phases.py``), then the definitions they read, nearest
+    first (``depth`` hops back). Among equally near ones, those more of the diverging keys
+    read come first: a common cause."""
+    from envforge.verify.phases import in_phase
+
     out: list[SourceLocation] = []
     own: dict[str, list[SourceLocation]] = {}
     for key in keys:
-        own[key] = [loc for path in files for loc in assignments(path, names_for(spec, key), limit)]
+        found = [loc for path in files for loc in assignments(path, names_for(spec, key), limit)]
+        own[key] = in_phase(found, files, phase)
         out.extend(loc for loc in own[key] if loc not in out)
     direct = out[: limit * max(1, len(keys))]
     known = {name for key in keys for name in names_for(spec, key)}
     reached: dict[tuple[str, int], tuple[SourceLocation, int, int]] = {}  # loc, hop, keys
     for key in keys:
-        nearest = dependency_hops([d for d in own[key] if d in direct], known, depth)
-        for loc, hop in nearest[: 2 * limit]:
+        nearest = dependency_hops([d for d in own[key] if d in direct], known, depth, files)
+        for loc, hop in nearest:
             _, best, count = reached.get((loc.file, loc.line), (loc, hop, 0))
             reached[(loc.file, loc.line)] = (loc, min(hop, best), count + 1)
     ranked = sorted(reached.values(), key=lambda r: (r[1], -r[2]))
@@ -349,6 +338,20 @@ def _rust_results(lines: tuple[str, ...], start: int) -> list[int]:
     return out + [j for j in range(tail, end) if _code(lines[j], True).strip() not in ("", "}")]
 
 
+def _elsewhere(
+    files: Sequence[Path], path: Path, name: str, add: Any
+) -> list[tuple[Path, tuple[str, ...], list[int], str | None]]:
+    """The file-level definitions of ``name`` in ``files`` other than ``path``."""
+    out = []
+    for other in files:
+        if other == path or not other.is_file():
+            continue
+        lines = source_lines(str(other), other.stat().st_mtime)
+        for i, argument in _definitions(other, lines, name, -1):
+            out.append((other, lines, add(other, lines, i), argument))
+    return out
+
+
 def dependencies(
     found: list[SourceLocation], known: set[str], depth: int = 3, limit: int = 16
 ) -> list[SourceLocation]:
@@ -358,9 +361,11 @@ def dependencies(
 
 
 def dependency_hops(
-    found: list[SourceLocation], known: set[str], depth: int
+    found: list[SourceLocation], known: set[str], depth: int, files: Sequence[Path] = ()
 ) -> list[tuple[SourceLocation, int]]:
-    """:func:`dependencies` with each line's distance in hops (0: rest of a found statement)."""
+    """:func:`dependencies` with each line's distance in hops (0: rest of a found statement);
+    a name a file does not define is looked for at file level in the other ``files`` (a
+    constant in an included header, a helper in another module of the port)."""
     out: list[tuple[SourceLocation, int]] = []
     seen: set[tuple[str, int]] = {(loc.file, loc.line) for loc in found}
     followed: set[tuple[str, str, int]] = set()
@@ -392,7 +397,10 @@ def dependency_hops(
                 if name in known or name in _KEYWORDS or (str(path), name, scope) in followed:
                     continue
                 followed.add((str(path), name, scope))
-                for i, argument in _definitions(path, lines, name, scope):
+                defined = _definitions(path, lines, name, scope)
+                for i, argument in defined:
                     following.append((path, lines, add(path, lines, i), argument))
+                if not defined:
+                    following.extend(_elsewhere(files, path, name, add))
         frontier = following
     return out

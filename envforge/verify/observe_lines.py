@@ -25,13 +25,13 @@ SHOWN = 6
 """Lines of a function shown when no element can be told apart."""
 
 
-def _braced(path: Path) -> bool:
+def braced(path: Path) -> bool:
     return path.suffix in (".c", ".h", ".rs", ".js", ".cpp", ".cc")
 
 
-def _body(lines: tuple[str, ...], start: int, braced: bool) -> list[int]:
+def function_body(lines: tuple[str, ...], start: int, braces: bool) -> list[int]:
     """0-based lines of the function whose header is at ``start`` (header excluded)."""
-    if not braced:
+    if not braces:
         indent = len(lines[start]) - len(lines[start].lstrip())
         out = []
         for j in range(start + 1, len(lines)):
@@ -86,12 +86,12 @@ def observe_lines(files: list[Path], elements: list[int]) -> list[SourceLocation
         if not path.is_file():
             continue
         lines = source_lines(str(path), path.stat().st_mtime)
-        braced = _braced(path)
-        header = _C_OR_RUST_DEF if braced else _PY_DEF
+        is_braced = braced(path)
+        header = _C_OR_RUST_DEF if is_braced else _PY_DEF
         for start, text in enumerate(lines):
             if not header.match(text) or text.rstrip().endswith(";"):
                 continue
-            body = _body(lines, start, braced)
+            body = function_body(lines, start, is_braced)
             picked = _element_lines(lines, body, elements)
             for j in picked:
                 loc = SourceLocation(file=str(path), line=j + 1, text=lines[j].strip())

@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.base import State
-from envforge.verify.stats import ks_test, support_pvalue
 from envforge.verify import reset_valid
 from envforge.verify.context import VerifyContext, reset_mismatch
 from envforge.verify.findings import Finding
 from envforge.verify.power import POWER, ks_min_detectable
+from envforge.verify.stats import ks_test, support_pvalue
 
 
 def check_reset(ctx: VerifyContext) -> tuple[Finding | None, dict[str, Any]]:
@@ -77,7 +77,7 @@ def distribution_finding(
     if worst is None:
         return None
     p, name, d, test, j = worst
-    ref_lines, port_lines = ctx.localize([name])
+    ref_lines, port_lines = ctx.localize([name], "reset")
     a, b = ref[name].astype(np.float64), port[name].astype(np.float64)
     f = spec.field(name)
     if f.shape:  # the element tested, not the whole array's spread

@@ -102,7 +102,7 @@ def check(ctx: VerifyContext, seeds: np.ndarray, ref: State, port: State) -> Fin
     if found is None:
         return None
     i, fields = found.row, found.fields
-    ref_lines, port_lines = ctx.localize(fields)
+    ref_lines, port_lines = ctx.localize(fields, "reset")
     return Finding(
         level=1,
         check="reset.valid",

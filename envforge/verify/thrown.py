@@ -13,13 +13,29 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from envforge.verify.findings import SourceLocation
-from envforge.verify.localize import (
-    C_FUNC,
-    RUST_FN,
-    enclosing_scope,
-    source_lines,
-    stack_locations,
-)
+from envforge.verify.localize import C_FUNC, RUST_FN, enclosing_scope, source_lines
+
+_JS_FRAME = re.compile(r"(/[^\s():]+\.(?:js|mjs|cjs)):(\d+):\d+")
+
+
+def stack_locations(stack: str, limit: int = 4) -> list[SourceLocation]:
+    """The source lines a JavaScript stack names, innermost first (envforge's own runner and
+    node's internals left out): where a reference threw."""
+    out: list[SourceLocation] = []
+    for path_text, line_text in _JS_FRAME.findall(stack):
+        path = Path(path_text)
+        if path.name == "node_runner.js" or not path.is_file():
+            continue
+        lines = source_lines(str(path), path.stat().st_mtime)
+        number = int(line_text)
+        if 1 <= number <= len(lines):
+            loc = SourceLocation(file=str(path), line=number, text=lines[number - 1].strip())
+            if loc not in out:
+                out.append(loc)
+        if len(out) >= limit:
+            break
+    return out
+
 
 # Rust >= 1.73: "panicked at src/chip8.rs:214:24:"; before: "panicked at 'msg', src/x.rs:1:2"
 _RUST_PANIC = re.compile(r"panicked at (?:'.*?', )?([^\s:']+\.rs):(\d+):\d+", re.DOTALL)

@@ -13,8 +13,8 @@ from rich.text import Text
 from envforge.coverage.lines import LineCoverage, merge_all
 from envforge.untrusted.shown import indented, one_line, shown
 from envforge.verify.findings import Finding, to_jsonable
+from envforge.verify.groups import Group, rank, report_groups
 from envforge.verify.levels import EQUIVALENCE_LEVELS, LEVEL_NAMES
-from envforge.verify.groups import Group, report_groups
 
 STATUSES = ("pass", "fail", "error", "inconclusive", "skipped")
 """The levels a port must pass to be equivalent (L4, transfer, is optional)."""
@@ -136,7 +136,7 @@ class Report:
         """The most useful finding for a repair prompt: lowest failing level, localized first."""
         for lv in self.levels:
             if lv.findings:
-                ranked = sorted(lv.findings, key=lambda f: (not f.localized, len(f.fields) or 99))
+                ranked = sorted(lv.findings, key=first_finding_key)
                 return ranked[0]
         return None
 
@@ -240,6 +240,13 @@ class Report:
             console.print(shown(render_finding(group.finding)))
         color = "red" if not self.passed else "yellow" if self.levels_not_run else "green"
         console.print(f"[bold {color}]{self.verdict_line()}[/]", highlight=False, soft_wrap=True)
+
+
+def first_finding_key(f: Finding) -> tuple:
+    """Localized first; among a level's groups the most fundamental (a state group before the
+    observation group it may explain); then the fewest fields."""
+    cause = f.extra.get("cause")
+    return (not f.localized, rank(cause) if isinstance(cause, str) else (1, 0), len(f.fields) or 99)
 
 
 def levels_phrase(levels: list[int], named: bool = True) -> str:

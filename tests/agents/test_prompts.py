@@ -91,6 +91,17 @@ def _finding(workspace: Path) -> Finding:
     )
 
 
+def _obs_finding(workspace: Path) -> Finding:
+    return Finding(
+        level=1,
+        check="step.mismatch",
+        message=f"one step differs in obs (port {workspace}/port/pong.py)",
+        fields=["obs"],
+        port_lines=[SourceLocation(str(workspace / "port/pong.py"), 9, "-state.ball_vx,")],
+        extra={"cause": "obs", "count": 40},
+    )
+
+
 def test_repair_prompt_carries_the_localized_finding_with_relative_paths(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     report = Report(
@@ -127,14 +138,17 @@ def test_run_verify_output_and_optimize_prompt(tmp_path: Path) -> None:
         "port",
         [
             LevelResult(0, "pass", "api ok"),
-            LevelResult(1, "fail", "1 mismatch", [finding, finding]),
+            LevelResult(1, "fail", "1 mismatch", [_obs_finding(tmp_path), finding]),
         ],
         [0, 1],
     )
     text = prompts.verify_result(failing, [tmp_path, ROOT])
     assert text.startswith("verdict: not equivalent")
     assert "L0 contract: pass — api ok" in text and "Fields that differ: ball_vy" in text
-    assert "1 more finding not shown" in text
+    # the state group in full, the observation group it may explain listed after it
+    assert "found 1 other distinct difference, most fundamental first" in text
+    assert "- obs (L1 step.mismatch, seen 40 times): one step differs in obs" in text
+    assert "port line pong.py:9: -state.ball_vx" in text and str(tmp_path) not in text
     passing = Report("pong", "pong.c", "port", [LevelResult(0, "pass")], [0])
     assert "verdict: equivalent" in prompts.verify_result(passing, [tmp_path])
     optimize = prompts.optimize_task("port/pong.py", "0-3", 1234567.8, 4096, "cpu")

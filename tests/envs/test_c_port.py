@@ -79,3 +79,23 @@ def test_make_builds_a_vector_env_from_the_c_port() -> None:
     assert ended > 0 and restarted > 0  # random pushes topple poles within 60 steps
     single = envforge.make("cartpole", target="c")
     assert isinstance(single, gym.Env) and single.reset(seed=0)[0].shape == (4,)
+
+
+def test_a_finding_in_an_included_header_names_that_headers_line(tmp_path: Path) -> None:
+    """The port's constants moved into a header it includes by a quoted name, one of them
+    wrong there: the finding follows the assigning line in cartpole.h to the constant's line
+    in the included header."""
+    text = (PORT / "cartpole.h").read_text()
+    start, end = text.index("#define CARTPOLE_GRAVITY"), text.index("/* the canonical state")
+    constants = text[start:end].replace("FORCE_MAG 10.0", "FORCE_MAG 11.0")
+    (tmp_path / "cartpole_constants.h").write_text(constants)
+    (tmp_path / "cartpole.h").write_text(
+        text[:start] + '#include "cartpole_constants.h"\n\n' + text[end:]
+    )
+    options = VerifyOptions(sandbox="process", scale=0.1, fail_fast=True)
+    report = verify(spec_for_name("cartpole"), tmp_path, [1], options)
+    finding = report.first_finding()
+    assert finding is not None and "x_dot" in finding.fields, report.to_dict()
+    line = 1 + constants[: constants.index("FORCE_MAG 11.0")].count("\n")
+    named = [(Path(loc.file).name, loc.line) for loc in finding.port_lines]
+    assert ("cartpole_constants.h", line) in named, named

@@ -39,13 +39,21 @@ FOUR_BUGS = (
         "            -state.ball_vx * (f32(1.0) / BALL_SPEED_X),",
     ),
 )
+RESET_AND_STEP = (
+    (
+        "paddle_yl=(HEIGHT - PADDLE_H) * HALF + jnp.zeros((), jnp.float32),",
+        "paddle_yl=(HEIGHT - PADDLE_H) * HALF + f32(1.0) + jnp.zeros((), jnp.float32),",
+    ),
+    FOUR_BUGS[1],  # the return reward doubled
+)
 OPTIONS = {"scale": 0.2, "seed_sweep": QUICK_SWEEP}
 
 
-def _run(workdir: Path, fail_fast: bool) -> tuple[Report, PatchedPort]:
-    port = apply_patch(PONG_PORT, workdir, *FOUR_BUGS)
-    options = VerifyOptions(fail_fast=fail_fast, **OPTIONS)  # type: ignore[arg-type]
-    return verify(load_spec(PONG_SPEC), port.path, [0, 1], options), port
+def _run(workdir: Path, name: str) -> tuple[Report, PatchedPort]:
+    port = apply_patch(PONG_PORT, workdir, *(RESET_AND_STEP if name == "reset" else FOUR_BUGS))
+    options = VerifyOptions(fail_fast=name == "fail_fast", **OPTIONS)  # type: ignore[arg-type]
+    levels = [1] if name == "reset" else [0, 1]
+    return verify(load_spec(PONG_SPEC), port.path, levels, options), port
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +61,8 @@ def runs(tmp_path_factory) -> dict[str, Future[tuple[Report, PatchedPort]]]:
     """The default run and the fail-fast run, side by side (each mostly waits on its children)."""
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="verify")
     futures = {
-        name: pool.submit(_run, tmp_path_factory.mktemp(name), name == "fail_fast")
-        for name in ("default", "fail_fast")
+        name: pool.submit(_run, tmp_path_factory.mktemp(name), name)
+        for name in ("default", "reset", "fail_fast")
     }
     yield futures
     pool.shutdown(cancel_futures=True)
@@ -100,3 +108,15 @@ def test_fail_fast_stops_at_the_first_difference(runs) -> None:
     assert report.exit_code == 1
     assert len(report.groups()) == 1
     assert len(report.levels[-1].findings) == 1
+
+
+def test_a_reset_finding_does_not_stop_the_step_checks(runs) -> None:
+    report, port = runs["reset"].result()
+    groups = {g.cause: g for g in report.groups()}
+    assert set(groups) == {"reset:paddle_yl", "reward"}, report.groups_line()
+    assert report.groups()[0].cause == "reset:paddle_yl"  # the reset first
+    assert groups["reset:paddle_yl"].finding.check == "reset.mismatch"
+    reward = groups["reward"].finding
+    assert reward.check == "step.mismatch" and reward.state_before is not None
+    line = _patched_line(port, "RETURN_REWARD * f32(2.0)")
+    assert line in [loc.line for loc in reward.port_lines]

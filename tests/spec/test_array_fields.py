@@ -222,7 +222,7 @@ def test_reset_distribution_finding_names_the_element() -> None:
     n = 2000
     ref = {"qvel": rng.uniform(-0.1, 0.1, (n, 4)), "t": np.zeros(n, np.int32)}
     port = {"qvel": rng.uniform(-0.1, 0.1, (n, 4)), "t": np.zeros(n, np.int32)}
-    ctx = SimpleNamespace(spec=spec, localize=lambda keys: ([], []))
+    ctx = SimpleNamespace(spec=spec, localize=lambda keys, phase=None: ([], []))
     assert distribution_finding(ctx, ref, port, "reset.distribution", "{f}") is None  # type: ignore[arg-type]
     port["qvel"][:, 2] += 0.05
     finding = distribution_finding(ctx, ref, port, "reset.distribution", "{f}")  # type: ignore[arg-type]
