@@ -17,6 +17,7 @@ from envforge.verify.compare import Diff, compare_states, first_element_out, val
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.localize import locate
 from envforge.verify.observe_lines import observe_lines
+from envforge.verify.plain import explain_all
 from envforge.verify.strategies import spec_function
 
 
@@ -114,6 +115,9 @@ class VerifyContext:
         for k in keys:
             expected[k] = _value(ref, k, i)
             actual[k] = _value(port, k, i)
+        plain = explain_all(expected, actual)
+        if plain:
+            extra.setdefault("extra", {})["explanations"] = plain
         error: dict[str, float] = {}
         for k in keys:
             error[k] = float(diff.abs_err[k][i])

@@ -299,6 +299,7 @@ def render_finding(f: Finding) -> str:
             f"  may follow from it: {follows['cause']} ({follows['count']} transitions whose "
             f"step reads {follows['reads']}): {one_line(follows['message'])}"
         )
+    lines.extend(f"  in plain words: {one_line(text)}" for text in f.extra.get("explanations", []))
     if f.error:
         lines.append("  error: " + ", ".join(f"{k}={v:.6g}" for k, v in f.error.items()))
     for title, locs in (("reference", f.reference_lines), ("port", f.port_lines)):
