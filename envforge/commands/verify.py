@@ -86,6 +86,12 @@ def verify_command(
     ),
     init: options.Init = False,
     as_json: options.Json = False,
+    html_path: Path = typer.Option(
+        None,
+        "--html",
+        help="Also write every group of the run to this self-contained HTML page (no network: "
+        "plots are inline SVG).",
+    ),
     repair_prompt: bool = typer.Option(
         False,
         "--repair-prompt",
@@ -151,6 +157,13 @@ def verify_command(
     if as_json:
         report_json = {**report.to_dict(), "sandbox": sandbox_choice.line()}
         print(json.dumps(report_json, indent=2), file=sys.stderr if repair_prompt else None)
+    if html_path is not None:
+        from envforge.verify.html_report import render_html
+
+        try:
+            html_path.write_text(render_html(report))
+        except OSError as exc:
+            raise BadInput(f"--html {html_path}: {exc.strerror or exc}") from None
     if report.reference_error is not None:  # no verdict about the port: bad input, exit 2
         raise BrokenReference(report.reference_error)
     if not as_json:

@@ -120,3 +120,19 @@ def test_a_reset_finding_does_not_stop_the_step_checks(runs) -> None:
     assert reward.check == "step.mismatch" and reward.state_before is not None
     line = _patched_line(port, "RETURN_REWARD * f32(2.0)")
     assert line in [loc.line for loc in reward.port_lines]
+
+
+def test_the_html_page_has_every_group_with_plots_and_loads_nothing(runs, tmp_path) -> None:
+    from envforge.verify.html_report import render_html
+
+    report, _ = runs["default"].result()
+    page = render_html(report)
+    sections = page.split('<section class="group"')[1:]
+    assert len(sections) == len(report.groups()) == 4
+    for section, group in zip(sections, report.groups(), strict=True):
+        assert f"{group.cause} <span" in section
+        assert "<svg" in section and 'class="reference"' in section and 'class="port"' in section
+        assert "Minimal input" in section and "Both sides" in section
+    # self-contained: no address, no script, nothing fetched
+    for needle in ("http:", "https:", "//cdn", "<script", "<link", "src=", "url(", "@import"):
+        assert needle not in page, needle
