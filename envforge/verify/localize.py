@@ -12,7 +12,6 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 from envforge.spec import EnvSpec
 from envforge.untrusted.port_files import MAX_READ_BYTES, read_regular
@@ -338,20 +337,6 @@ def _rust_results(lines: tuple[str, ...], start: int) -> list[int]:
     return out + [j for j in range(tail, end) if _code(lines[j], True).strip() not in ("", "}")]
 
 
-def _elsewhere(
-    files: Sequence[Path], path: Path, name: str, add: Any
-) -> list[tuple[Path, tuple[str, ...], list[int], str | None]]:
-    """The file-level definitions of ``name`` in ``files`` other than ``path``."""
-    out = []
-    for other in files:
-        if other == path or not other.is_file():
-            continue
-        lines = source_lines(str(other), other.stat().st_mtime)
-        for i, argument in _definitions(other, lines, name, -1):
-            out.append((other, lines, add(other, lines, i), argument))
-    return out
-
-
 def dependencies(
     found: list[SourceLocation], known: set[str], depth: int = 3, limit: int = 16
 ) -> list[SourceLocation]:
@@ -400,7 +385,9 @@ def dependency_hops(
                 defined = _definitions(path, lines, name, scope)
                 for i, argument in defined:
                     following.append((path, lines, add(path, lines, i), argument))
-                if not defined:
-                    following.extend(_elsewhere(files, path, name, add))
+                for other in [] if defined else [f for f in files if f != path and f.is_file()]:
+                    text = source_lines(str(other), other.stat().st_mtime)
+                    for i, argument in _definitions(other, text, name, -1):
+                        following.append((other, text, add(other, text, i), argument))
         frontier = following
     return out
