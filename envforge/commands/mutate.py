@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -15,6 +18,7 @@ from envforge.resolve import resolve_spec
 from envforge.sandbox.select import choose_sandbox
 from envforge.spec import bounds
 from envforge.targets import default_target
+from envforge.untrusted.shown import one_line
 from envforge.verify.context import VerifyOptions
 from envforge.verify.levels import DEFAULT_LEVELS, parse_levels
 from envforge.verify.runner import parse_seed_sweep
@@ -58,6 +62,19 @@ def mutate_command(
     sandbox: options.Sandbox = "auto",
     as_json: options.Json = False,
     out: str = typer.Option(None, "--out", help="Also write the JSON report to this file."),
+    combine: int = typer.Option(
+        0,
+        "--combine",
+        min=0,
+        help="Apply K mutants together (K >= 2), --max combinations, each verified once for "
+        "every group: the share whose every component's line the groups show.",
+    ),
+    killed_from: Path = typer.Option(
+        None,
+        "--killed-from",
+        help="With --combine: draw components only from the mutants this recorded campaign "
+        "JSON killed (e.g. docs/mutate/pong.json).",
+    ),
 ) -> None:
     """Verify semantic mutants of a port; report kill rate per level, survivors, localization."""
     # here, not at the top: scipy's import would slow every other command's start by a second
@@ -83,6 +100,20 @@ def mutate_command(
     console = Console(stderr=as_json, width=None if sys.stdout.isatty() else 160)
     console.print(f"[dim]{sandbox_choice.line()}[/dim]")
     parallel = jobs or os.cpu_count() or 1
+    if combine:
+        _combined(
+            resolved,
+            level_list,
+            options,
+            combine,
+            max_mutants,
+            killed_from,
+            seed,
+            parallel,
+            time_limit,
+            as_json,
+            out,
+        )
     with console.status(f"mutating {spec.name}") as status:
 
         def progress(done: int, total: int, run: object) -> None:
@@ -112,6 +143,38 @@ def mutate_command(
         report.render(console)
     # exit 1 when a mutant that is not shown equivalent got through: a verifier weakness
     sys.exit(0 if len(report.killed) == report.non_equivalent else 1)
+
+
+def _combined(
+    resolved: Any,
+    levels: list[int],
+    verify_options: VerifyOptions,
+    k: int,
+    count: int,
+    killed_from: Path | None,
+    seed: int,
+    parallel: int,
+    time_limit: float,
+    as_json: bool,
+    out: str | None,
+) -> None:
+    from envforge.mutate.combine import killed_ids, run_combined
+
+    killed = killed_ids(killed_from) if killed_from is not None else None
+    if verify_options.seed_sweep is None:  # the same sweep for every combination
+        verify_options = replace(verify_options, seed_sweep=1 << 22)
+    report = run_combined(
+        resolved, levels, verify_options, k, count or 10, killed, seed, parallel, time_limit
+    )
+    data = report.to_dict()
+    if out:
+        Path(out).write_text(json.dumps(data, indent=2))
+    if as_json:
+        print(json.dumps(data, indent=2))
+    else:
+        for line in report.lines():
+            print(one_line(line))
+    sys.exit(0 if report.share == 1.0 else 1)
 
 
 def register(app: typer.Typer) -> None:

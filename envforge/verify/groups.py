@@ -64,10 +64,12 @@ def finding_cause(finding: Finding) -> str:
 
 
 def rank(cause: str, spec: EnvSpec | None = None) -> tuple[int, int]:
-    """Most fundamental first: resets, then state fields (in the spec's order) and draws, then
+    """Most fundamental first: resets, then draws and state fields (in the spec's order), then
     reward and flags, then the observation (which a state cause may explain)."""
     if cause.startswith("reset:"):
         return (0, 0)
+    if cause == "rng.tape":  # a draw that does not account: what differs after it follows
+        return (1, -1)
     if cause in NON_STATE_KEYS:
         return (2 + (cause == "obs"), NON_STATE_KEYS.index(cause))
     names = [f.name for f in spec.state] if spec is not None else []
