@@ -123,7 +123,10 @@ class VerifyContext:
             error[k] = float(diff.abs_err[k][i])
             if k in diff.ulp:
                 error[f"{k}.ulp"] = float(diff.ulp[k][i])
-        ref_lines, port_lines = self.localize(_localization_keys(keys, self.spec.field_names))
+        phase = "reset" if check.startswith("reset") else "step"
+        ref_lines, port_lines = self.localize(
+            _localization_keys(keys, self.spec.field_names), phase
+        )
         if keys == ["obs"]:  # equal states, different observations: the observe function
             tolerance = self.spec.tolerance(None)
             differing = _differing_elements(
