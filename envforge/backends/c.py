@@ -140,7 +140,7 @@ class CDriver(Driver):
             assert self.spec.c is not None
             flags = [*(STRICT_CFLAGS if self.strict_float else FAST_CFLAGS), *self.spec.c.cflags]
             shim = shim_source(self.spec, self.reference.resolve(), self._members)
-            self._gcov = GcovBuild(shim, flags, self.source_files())
+            self._gcov = GcovBuild(shim, flags, self.compiled_sources())
             self.lib = self._gcov.lib
             self._bind(self.lib)
         self._gcov.start()
@@ -344,12 +344,14 @@ class CDriver(Driver):
     def reset_fingerprint(self) -> str | None:
         return self._fingerprint
 
+    def compiled_sources(self) -> list[Path]:
+        """The reference (which the shim includes) and the spec's extra compiled units."""
+        extra = self.spec.c.sources if self.spec.c else ()
+        return [self.reference, *(self.spec.root / s for s in extra)]
+
     def source_files(self) -> list[Path]:
-        return [
-            self.reference,
-            *quoted_includes(self.reference),  # a port's or reference's own headers
-            *(self.spec.root / s for s in (self.spec.c.sources if self.spec.c else ())),
-        ]
+        compiled = self.compiled_sources()  # and the headers they include: findings name them
+        return [compiled[0], *quoted_includes(self.reference), *compiled[1:]]
 
     def describe(self) -> str:
         return f"C reference {self.reference.name}"

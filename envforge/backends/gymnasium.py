@@ -29,6 +29,7 @@ import numpy as np
 
 from envforge.backends.attrs import AttrMap, stack_rows
 from envforge.backends.base import Driver, State, Transition, batch_size, flat_observation
+from envforge.backends.library_files import library_files
 from envforge.coverage.lines import LineCoverage, PythonCoverage
 from envforge.errors import ContractViolation
 from envforge.rng.draws import DrawLog, row_seeds
@@ -207,7 +208,7 @@ class GymnasiumDriver(Driver):
 
     def source_files(self) -> list[Path]:
         source = inspect.getsourcefile(type(core(self.envs[0])))
-        return [Path(source)] if source else []
+        return ([Path(source)] if source else []) + library_files(self.spec)
 
     def describe(self) -> str:
         return f"gymnasium {self.env_id}"

@@ -16,6 +16,7 @@ from typing import Any
 
 from envforge.backends.gymnasium import GymnasiumDriver
 from envforge.backends.jax import load_module
+from envforge.backends.library_files import library_files
 from envforge.coverage.lines import PythonCoverage
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
@@ -72,7 +73,7 @@ class PythonDriver(GymnasiumDriver):
         return PythonCoverage(self.path)
 
     def source_files(self) -> list[Path]:
-        return [self.path]
+        return [self.path, *library_files(self.spec)]
 
     def describe(self) -> str:
         return f"Python {self.path.name}:{self.cls.__name__}"

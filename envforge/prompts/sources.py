@@ -6,14 +6,13 @@ import ast
 import importlib
 import importlib.metadata
 import inspect
-import os
 import re
-import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envforge.backends.library_files import environment_paths, find_library_module
 from envforge.errors import BadInput
 from envforge.spec import EnvSpec
 from envforge.untrusted.regular import NotPlainFile, read_file
@@ -177,42 +176,6 @@ def reference_sources(spec: EnvSpec) -> list[SourceFile]:
 
 LIBRARY_DIR = "library"
 """Where a workspace's ``reference/`` folder holds its copies of ``library_modules``."""
-
-
-def environment_paths() -> list[Path]:
-    """Where the reference's interpreter finds installed modules: its import path without the
-    folder envforge was started from (``python -m`` puts it first), which is nobody's
-    environment: a ``hostsecret.py`` there must not become library code."""
-    entries = sys.path if sys.flags.safe_path else sys.path[1:]
-    here = Path.cwd().resolve()
-    out = []
-    for entry in entries:
-        if (
-            entry
-            and os.path.isabs(entry)
-            and os.path.isdir(entry)
-            and Path(entry).resolve() != here
-        ):
-            out.append(Path(entry))
-    return out
-
-
-def find_library_module(module: str, paths: list[Path]) -> tuple[Path, Path] | None:
-    """(the search path entry, the module's ``.py`` file) for a dotted name, found by looking
-    at files only (nothing is imported, so no package's import-time code runs); None when no
-    entry holds it as source. A file or package that is a link leading out of its entry is
-    not the module (it is some other file)."""
-    parts = module.split(".")
-    for entry in paths:
-        base = entry.resolve()
-        folder = entry.joinpath(*parts[:-1])
-        for candidate in (folder / f"{parts[-1]}.py", folder / parts[-1] / "__init__.py"):
-            if not candidate.is_file():
-                continue
-            real = candidate.resolve()
-            if real.is_relative_to(base) and real.suffix == ".py":
-                return entry, real
-    return None
 
 
 def library_source(module: str) -> SourceFile:

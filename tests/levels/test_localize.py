@@ -197,3 +197,17 @@ def test_pong_parameter_leads_to_the_argument_callers_pass(pong_spec: EnvSpec) -
     assert "served = serve(moved, jnp.where(scored_r, f32(1.0), f32(-1.0)))" in texts
     assert "direction = jnp.where(u < HALF, f32(-1.0), f32(1.0))" in texts
     assert "moved = state._replace(" not in texts
+
+
+def test_reference_lines_reach_the_library_modules_the_spec_names() -> None:
+    """UNO's reference is an adapter over rlcard: the deck's lines are rlcard's own (its
+    dealer and round), found as files of the environment without importing rlcard."""
+    from envforge.backends.library_files import library_files
+    from envforge.spec_lookup import spec_for_name
+
+    spec = spec_for_name("uno")
+    files = library_files(spec)
+    assert {"dealer.py", "round.py"} <= {f.name for f in files}
+    located = locate(spec, ["deck"], [*files], phase="step")
+    named = {(Path(loc.file).name, loc.text) for loc in located}
+    assert ("dealer.py", "self.deck = init_deck()") in named, named
