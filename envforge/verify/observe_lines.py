@@ -33,8 +33,14 @@ def function_body(lines: tuple[str, ...], start: int, braces: bool) -> list[int]
     """0-based lines of the function whose header is at ``start`` (header excluded)."""
     if not braces:
         indent = len(lines[start]) - len(lines[start].lstrip())
+        end, depth = start, 0  # a header may span lines: ``def f(\n    a,\n) -> T:``
+        for end in range(start, len(lines)):
+            code = lines[end].split("#")[0]
+            depth += sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
+            if depth <= 0 and code.rstrip().endswith(":"):
+                break
         out = []
-        for j in range(start + 1, len(lines)):
+        for j in range(end + 1, len(lines)):
             text = lines[j]
             if text.strip() and len(text) - len(text.lstrip()) <= indent:
                 break
