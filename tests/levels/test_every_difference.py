@@ -10,7 +10,7 @@ and the sign of the ball's x velocity flipped in ``observe``.
 from __future__ import annotations
 
 import json
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -57,15 +57,17 @@ def _run(workdir: Path, name: str) -> tuple[Report, PatchedPort]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Future[tuple[Report, PatchedPort]]]:
-    """The default run and the fail-fast run, side by side (each mostly waits on its children)."""
-    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="verify")
-    futures = {
-        name: pool.submit(_run, tmp_path_factory.mktemp(name), name)
-        for name in ("default", "reset", "fail_fast")
-    }
-    yield futures
-    pool.shutdown(cancel_futures=True)
+def runs(tmp_path_factory) -> Callable[[str], tuple[Report, PatchedPort]]:
+    """The runs the selected tests ask for, each made once (the reset and fail-fast runs are
+    in slow tests: the default suite pays only for the four-bug run)."""
+    made: dict[str, tuple[Report, PatchedPort]] = {}
+
+    def run(name: str) -> tuple[Report, PatchedPort]:
+        if name not in made:
+            made[name] = _run(tmp_path_factory.mktemp(name), name)
+        return made[name]
+
+    return run
 
 
 def _patched_line(port: PatchedPort, text: str) -> int:
@@ -74,7 +76,7 @@ def _patched_line(port: PatchedPort, text: str) -> int:
 
 
 def test_one_default_run_names_all_four_bugs_as_groups(runs) -> None:
-    report, port = runs["default"].result()
+    report, port = runs("default")
     assert report.exit_code == 1
     groups = {g.cause: g for g in report.groups()}
     assert set(groups) == {"paddle_yl", "reward", "terminated", "obs"}, report.groups_line()
@@ -103,15 +105,17 @@ def test_one_default_run_names_all_four_bugs_as_groups(runs) -> None:
     assert report.groups_line().startswith("4 distinct differences found in ")
 
 
+@pytest.mark.slow  # a second verify of the four-bug port
 def test_fail_fast_stops_at_the_first_difference(runs) -> None:
-    report, _ = runs["fail_fast"].result()
+    report, _ = runs("fail_fast")
     assert report.exit_code == 1
     assert len(report.groups()) == 1
     assert len(report.levels[-1].findings) == 1
 
 
+@pytest.mark.slow  # a verify of its own (about 40 s of CPU)
 def test_a_reset_finding_does_not_stop_the_step_checks(runs) -> None:
-    report, port = runs["reset"].result()
+    report, port = runs("reset")
     groups = {g.cause: g for g in report.groups()}
     assert set(groups) == {"reset:paddle_yl", "reward"}, report.groups_line()
     assert report.groups()[0].cause == "reset:paddle_yl"  # the reset first
@@ -125,7 +129,7 @@ def test_a_reset_finding_does_not_stop_the_step_checks(runs) -> None:
 def test_the_html_page_has_every_group_with_plots_and_loads_nothing(runs, tmp_path) -> None:
     from envforge.verify.html_report import render_html
 
-    report, _ = runs["default"].result()
+    report, _ = runs("default")
     page = render_html(report)
     sections = page.split('<section class="group"')[1:]
     assert len(sections) == len(report.groups()) == 4
