@@ -22,13 +22,13 @@ from envforge.verify.groups import Group
 from envforge.verify.verdict import Report
 
 STYLE = """
-body{font-family:system-ui,sans-serif;margin:2em;max-width:72em;color:#222}
-h1{font-size:1.4em} h2{font-size:1.15em;margin-top:2em;border-top:1px solid #ccc;padding-top:1em}
-table{border-collapse:collapse;margin:.5em 0} td,th{border:1px solid #ddd;padding:.2em .5em;
-vertical-align:top;font-size:.9em} th{background:#f4f4f4;text-align:left}
-pre{background:#f8f8f8;padding:.5em;overflow-x:auto;font-size:.85em}
-.ref{color:#1f5fbf} .port{color:#c0392b} .dim{color:#777}
-svg{background:#fff;border:1px solid #ddd;margin:.3em .6em .3em 0}
+body{font-family:system-ui,sans-serif;margin:2em;max-width:72em;color:rgb(34,34,34)}
+h1{font-size:1.4em} h2{font-size:1.15em;margin-top:2em;border-top:1px solid silver;padding-top:1em}
+table{border-collapse:collapse;margin:.5em 0} td,th{border:1px solid gainsboro;padding:.2em .5em;
+vertical-align:top;font-size:.9em} th{background:whitesmoke;text-align:left}
+pre{background:whitesmoke;padding:.5em;overflow-x:auto;font-size:.85em}
+.ref{color:rgb(31,95,191)} .port{color:rgb(192,57,43)} .dim{color:gray}
+svg{background:white;border:1px solid gainsboro;margin:.3em .6em .3em 0}
 """
 PLOTS_PER_GROUP = 4
 WIDTH, HEIGHT, PAD = 360, 180, 34
@@ -109,7 +109,7 @@ def svg_plot(label: str, x: list[float], ref: list[float], port: list[float]) ->
         f"<title>{_text(label)}: reference and port</title>",
         f'<text x="{PAD}" y="16" font-size="12">{_text(label)}</text>',
         f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD}" '
-        'stroke="#999"/>',
+        'stroke="darkgray"/>',
         f'<text x="2" y="{py(hi) + 4:.1f}" font-size="10">{hi:.4g}</text>',
         f'<text x="2" y="{py(lo) + 4:.1f}" font-size="10">{lo:.4g}</text>',
         f'<text x="{PAD}" y="{HEIGHT - 8}" font-size="10">{x_lo:g}</text>',
@@ -117,8 +117,8 @@ def svg_plot(label: str, x: list[float], ref: list[float], port: list[float]) ->
         f"{x_hi:g}</text>",
     ]
     for values_, color, dash, name in (
-        (ref, "#1f5fbf", "", "reference"),
-        (port, "#c0392b", ' stroke-dasharray="5,3"', "port"),
+        (ref, "rgb(31,95,191)", "", "reference"),
+        (port, "rgb(192,57,43)", ' stroke-dasharray="5,3"', "port"),
     ):
         points = " ".join(f"{px(a):.1f},{py(b):.1f}" for a, b in zip(x, values_, strict=False))
         parts.append(
@@ -131,7 +131,7 @@ def svg_plot(label: str, x: list[float], ref: list[float], port: list[float]) ->
         ]
     parts.append(
         f'<text x="{WIDTH - PAD}" y="16" font-size="10" text-anchor="end">'
-        '<tspan fill="#1f5fbf">reference</tspan> / <tspan fill="#c0392b">port</tspan></text>'
+        '<tspan fill="rgb(31,95,191)">reference</tspan> / <tspan fill="rgb(192,57,43)">port</tspan></text>'
     )
     return "".join(parts) + "</svg>"
 

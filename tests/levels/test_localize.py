@@ -203,7 +203,7 @@ def test_reference_lines_reach_the_library_modules_the_spec_names() -> None:
     """UNO's reference is an adapter over rlcard: the deck's lines are rlcard's own (its
     dealer and round), found as files of the environment without importing rlcard."""
     from envforge.backends.library_files import library_files
-    from envforge.spec_lookup import spec_for_name
+    from envforge.spec import spec_for_name
 
     spec = spec_for_name("uno")
     files = library_files(spec)
