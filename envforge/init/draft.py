@@ -105,6 +105,7 @@ def draft_spec(
     if obs_attr is not None:
         observation["attr"] = obs_attr
         observation_note += f"; it is the attribute {obs_attr} (the env has no _get_obs)"
+    cap, cap_note = episode_cap(seen)
     draft = Draft(
         name=name,
         reference=reference,
@@ -114,12 +115,8 @@ def draft_spec(
         observation_note=observation_note,
         action=action_table(seen.action_space),
         probed=f"Probed with {seen.episodes} random episodes ({seen.steps} steps).",
-        episode_cap=seen.max_episode_steps or 1000,
-        episode_cap_note=(
-            "the TimeLimit's max_episode_steps"
-            if seen.max_episode_steps is not None
-            else "GUESS: no TimeLimit (the env never truncates); L3 cuts episodes here"
-        ),
+        episode_cap=cap,
+        episode_cap_note=cap_note,
         events=events_seen(seen.terminated_seen, seen.truncated_seen),
         left_out=left_out,
         root=root,
@@ -139,6 +136,35 @@ def draft_spec(
         say("self-check of the final draft")
         draft.check = self_check(draft.spec(), config)
     return draft
+
+
+def episode_cap(seen: Probe) -> tuple[int, str]:
+    """The episode cap and its comment: the TimeLimit's, else the step the env truncated its
+    own episodes at (MiniGrid's ``max_steps``), else a guess."""
+    if seen.max_episode_steps is not None:
+        return seen.max_episode_steps, "the TimeLimit's max_episode_steps"
+    if len(seen.truncated_at) == 1:
+        (length,) = seen.truncated_at
+        named = [name for name, s in seen.attrs.items() if _constant(s) == length]
+        which = f" (its {named[0]})" if named else ""
+        return length, (
+            f"the env truncates its own episodes at step {length}{which}: every one of the "
+            f"{seen.truncated_seen} truncations the probe saw came there"
+        )
+    if seen.truncated_at:
+        return max(seen.truncated_at), (
+            f"GUESS: the env truncated episodes itself at several lengths "
+            f"({', '.join(map(str, sorted(seen.truncated_at)))}); the longest"
+        )
+    return 1000, "GUESS: no TimeLimit (the env never truncates); L3 cuts episodes here"
+
+
+def _constant(s: Any) -> float | None:
+    """The one number an attribute held throughout the probe (None if it moved or is none)."""
+    if not s.numeric or s.changes or s.low is None or s.high is None or s.low.size != 1:
+        return None
+    low, high = float(s.low.reshape(-1)[0]), float(s.high.reshape(-1)[0])
+    return low if low == high else None
 
 
 def _observation_attr(seen: Probe, candidates: list[Any]) -> str | None:

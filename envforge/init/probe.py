@@ -121,6 +121,8 @@ class Probe:
     episodes: int = 0
     terminated_seen: int = 0
     truncated_seen: int = 0
+    truncated_at: set[int] = field(default_factory=set)
+    """Episode lengths at which the env truncated an episode itself (no TimeLimit did)."""
 
     @property
     def source_file(self) -> Path | None:
@@ -199,7 +201,7 @@ def probe(
         previous = snapshot(env, time_limit, shallow=True)
         result.episodes += 1
         action = env.action_space.sample()
-        for _ in range(cap):
+        for length in range(1, cap + 1):
             # odd episodes repeat actions (p = 0.9): long runs reach states far from the reset
             if episode % 2 == 0 or sticky.random() > 0.9:
                 action = env.action_space.sample()
@@ -213,6 +215,8 @@ def probe(
             result.steps += 1
             result.terminated_seen += bool(terminated)
             result.truncated_seen += bool(truncated)
+            if truncated and time_limit is None:
+                result.truncated_at.add(length)
             if terminated or truncated or result.steps >= max_steps:
                 break
         if result.steps >= max_steps and episode >= 3:
