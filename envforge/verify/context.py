@@ -13,7 +13,13 @@ from envforge.errors import DriverFailure
 from envforge.sandbox.base import Sandbox
 from envforge.spec import EnvSpec, bounds
 from envforge.spec.bounds import check, check_optional
-from envforge.verify.compare import Diff, compare_states, first_element_out, values_close
+from envforge.verify.compare import (
+    Diff,
+    compare_states,
+    first_element_out,
+    not_float32,
+    values_close,
+)
 from envforge.verify.findings import Finding, to_jsonable
 from envforge.verify.localize import locate
 from envforge.verify.observe_lines import observe_lines
@@ -144,6 +150,14 @@ class VerifyContext:
         if agents:
             extra.setdefault("extra", {})["agents"] = agents
         named = ", ".join(keys) + (f" (first at {', '.join(elements)})" if elements else "")
+        for k in ("reward", "obs"):
+            why = (
+                not_float32(expected[k])
+                if k in keys and self.spec.compare.mode == "exact"
+                else None
+            )
+            if why is not None:  # a float64 reference value a float32 port rounds
+                named += f"; {k}: {why}"
         if state_before is not None:
             explained = _explain(self.spec, _single(state_before, i), extra.get("actions"), keys)
             if explained:  # the spec's own words on where (the opcode handler): in the message

@@ -12,6 +12,7 @@ from envforge.spec import EnvSpec
 from envforge.verify.compare import (
     compare_states,
     compare_transitions,
+    not_float32,
     ulp_distance,
     values_close,
 )
@@ -225,3 +226,28 @@ def test_flag_flip_is_a_mismatch_otherwise(
     assert not diff.excused.any()
     assert diff.mismatch.tolist() == [True]
     assert "terminated" in diff.keys_at(0)
+
+
+def test_a_float64_reward_is_exact_for_the_nearest_float32_only() -> None:
+    # MiniGrid's reward 1 - 0.9 * t / max_steps: a float64 no float32 port can return
+    spec = small_spec(termination=None)
+    reward64 = np.array([1 - 0.9 * 3 / 7, 1 - 0.9 * 5 / 7, 1.0])
+    nearest = reward64.astype(f32)
+    state = {"x": np.zeros(3, f32), "v": np.zeros((3, 2), f32), "n": np.zeros(3, np.int32)}
+
+    def step(reward: np.ndarray) -> Transition:
+        flags = np.zeros(3, bool)
+        return Transition(state, np.zeros((3, 1), f32), reward.astype(np.float64), flags, flags)
+
+    # before: the nearest float32 "differed" from the float64 in exact mode, with no reason
+    assert not compare_transitions(spec, step(reward64), step(nearest)).mismatch.any()
+    off = nearest.copy()
+    off[1] = np.nextafter(off[1], f32(0))  # a float32, but not the nearest one
+    assert compare_transitions(spec, step(reward64), step(off)).mismatch.tolist() == [
+        False,
+        True,
+        False,
+    ]
+    why = not_float32(reward64[1])
+    assert why is not None and "is not representable in float32" in why
+    assert not_float32(1.0) is None  # 1.0 is a float32: a difference there has another cause
