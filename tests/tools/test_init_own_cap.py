@@ -50,3 +50,49 @@ def test_the_cap_the_env_enforces_is_drafted_and_named(tmp_path: Path) -> None:
 def test_the_cap_follows_the_constructor_options(tmp_path: Path) -> None:
     cap, note = _cap(tmp_path, {"max_steps": 7})
     assert cap == 7 and "its max_steps" in note
+
+
+HOLDER = '''
+import numpy as np
+from gymnasium import spaces
+
+
+class Key:
+    def __init__(self, pos):
+        self.color = "yellow"
+        self.cur_pos = np.array(pos)
+
+
+class Holder:
+    """Picks a key up at cell 3: ``carrying`` is None after reset, a Key object later."""
+
+    def __init__(self):
+        self.observation_space = spaces.Box(0, 9, (1,), np.int64)
+        self.action_space = spaces.Discrete(2)
+        self.pos, self.carrying = 0, None
+
+    def reset(self, seed=None, options=None):
+        self.pos, self.carrying = 0, None
+        return np.array([self.pos]), {}
+
+    def step(self, action):
+        self.pos = min(max(self.pos + (1 if action == 1 else -1), 0), 9)
+        if self.pos == 3 and self.carrying is None:
+            self.carrying = Key([self.pos, 0])
+        return np.array([self.pos]), 0.0, self.pos == 9, False, {}
+'''
+
+
+def test_an_attribute_none_then_an_object_is_named_not_drafted(tmp_path: Path) -> None:
+    from envforge.init.probe import state_attributes
+
+    (tmp_path / "holder.py").write_text(HOLDER)
+    ref = f"{tmp_path / 'holder.py'}:Holder"
+    seen = probe(ref, env_factory(ref, tmp_path), episodes=6)
+    candidates, left_out = state_attributes(seen)
+    # before: carrying.cur_pos was drafted as a field, and reading it after a reset (carrying
+    # None) was an AttributeError traceback
+    assert [c.name for c in candidates] == ["pos"]
+    (why,) = [why for name, why in left_out if name == "carrying"]
+    assert why.startswith("None at times, an object at others")
+    assert not any(name.startswith("carrying.") for name, _ in left_out)
