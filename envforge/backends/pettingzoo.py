@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from envforge.backends.attrs import AttrMap, owner, stack_rows
-from envforge.backends.base import Driver, State, Transition, batch_size
+from envforge.backends.base import Driver, State, Transition, batch_size, flat_observation
 from envforge.coverage.lines import LineCoverage, PythonCoverage
 from envforge.errors import BadInput, ContractViolation
 from envforge.rng.draws import DrawLog, row_seeds
@@ -158,6 +158,8 @@ class PettingZooDriver(Driver):
     def observation_of(self, env: Any) -> np.ndarray:
         """Every agent's observation of ``env`` as it stands, agent first."""
         parts = [split_observation(env.observe(a))[0] for a in self.names]
+        if self.spec.observation.layout is not None:  # one named part per agent
+            return flat_observation(self.spec, dict(zip(self.names, parts, strict=True)), self.side)
         return np.stack([np.asarray(p) for p in parts]).astype(self.spec.observation.dtype)
 
     # ---- Driver ----------------------------------------------------------------------

@@ -30,6 +30,11 @@ def seats_of(spec: EnvSpec) -> Agents:
             f"{spec.name}: the pettingzoo and pgx APIs need a spec with [agents] turns = "
             '"sequential" (several agents taking turns)'
         )
+    if spec.observation.layout is not None:
+        raise BadInput(
+            f"{spec.name}: the pettingzoo and pgx APIs take agent-first observations; this "
+            "spec's are named parts"
+        )
     return spec.agents
 
 

@@ -85,6 +85,7 @@ class TurnBased:
         illegal_reward: float = -1.0,
         fields: SeatFields = SeatFields(),
         illegal_next_player: int = 0,
+        observation_parts: tuple[str, ...] | None = None,
     ) -> None:
         if illegal not in ("terminate", "allowed"):
             raise ValueError(f"illegal must be 'terminate' or 'allowed', not {illegal!r}")
@@ -94,6 +95,9 @@ class TurnBased:
         self.illegal_reward = illegal_reward
         self.fields = fields
         self.illegal_next_player = illegal_next_player
+        self.observation_parts = observation_parts
+        """The agents' names, for a spec whose observation is one named part per agent:
+        ``observe`` then returns ``{name: observation}`` instead of an agent-first array."""
         """Whose turn it is after an illegal move ended the game: PettingZoo hands the turn to
         the first agent that is done, seat 0."""
 
@@ -147,9 +151,12 @@ class TurnBased:
             seats.truncations.all(),
         )
 
-    def observe(self, state: TurnState) -> jax.Array:
-        """Every seat's observation, seat first."""
-        return jnp.stack([self.rules.observe(state.game, k) for k in range(self.rules.n_agents)])
+    def observe(self, state: TurnState) -> Any:
+        """Every seat's observation, seat first (or by agent name, ``observation_parts``)."""
+        seats = [self.rules.observe(state.game, k) for k in range(self.rules.n_agents)]
+        if self.observation_parts is not None:
+            return dict(zip(self.observation_parts, seats, strict=True))
+        return jnp.stack(seats)
 
     def legal_action_mask(self, state: TurnState) -> jax.Array:
         """bool[n_agents, n_actions]: the player to move's legal actions, none for the others."""

@@ -100,8 +100,9 @@ class EnvSpec(FrozenModel):
         """``obs[player_1][3]``, ``rewards[player_0]``, ``qvel[3] (bthigh)``: an element of a
         field or of the observation, its agent named where its first axis is the agent."""
         layout = self.observation.layout
-        if key == "obs" and layout is not None and self.agents is None and index:
-            return layout.element_name(int(index[0]))  # obs.image[3,4,0]: the part's element
+        if key == "obs" and layout is not None and index:
+            # obs.image[3,4,0] or, one part per agent, obs.player_1[5,3,0]: the part's element
+            return layout.element_name(int(index[0]))
         parts = [f"[{int(j)}]" for j in index]
         if self.agents is not None and index and (key == "obs" or key in self.seat_fields):
             parts[0] = f"[{self.agents.names[int(index[0])]}]"
@@ -115,7 +116,24 @@ class EnvSpec(FrozenModel):
         """The agent an element of ``key`` belongs to (None: not an agent's part)."""
         if self.agents is None or not index or (key != "obs" and key not in self.seat_fields):
             return None
+        layout = self.observation.layout
+        if key == "obs" and layout is not None:  # the part's first name is its agent's
+            return layout.part_at(int(index[0]))[0].split(".", 1)[0]
         return self.agents.names[int(index[0])]
+
+    def observation_agents(self, differs: np.ndarray) -> np.ndarray:
+        """bool ``[n_agents]``: whose observation holds an element of ``differs`` (one env's
+        observation-shaped mask): by the first axis, or by the parts named by agent."""
+        assert self.agents is not None
+        names = list(self.agents.names)
+        layout = self.observation.layout
+        if layout is None:
+            return np.asarray(np.asarray(differs).reshape(len(names), -1).any(axis=1))
+        out = np.zeros(len(names), dtype=bool)
+        flat = np.asarray(differs).reshape(-1)
+        for name, part, at in zip(layout.names, layout.parts, layout.offsets(), strict=True):
+            out[names.index(name.split(".", 1)[0])] |= bool(flat[at : at + part.size].any())
+        return out
 
     @property
     def reference_kind(self) -> str:
@@ -358,7 +376,17 @@ def _check_agents(p: Path, spec: EnvSpec, agents: Agents) -> None:
     n = len(agents.names)
     if len(set(agents.names)) != n:
         raise SpecError(p, "agents.names", "unique agent names", list(agents.names))
-    if spec.observation.shape[:1] != (n,):
+    layout = spec.observation.layout
+    if layout is not None:  # one part (or parts "<agent>.<name>") per agent
+        owners = {name.split(".", 1)[0] for name in layout.names}
+        if owners != set(agents.names):
+            raise SpecError(
+                p,
+                "observation.parts",
+                "parts named by agent (<agent> or <agent>.<part>)",
+                sorted(owners),
+            )
+    elif spec.observation.shape[:1] != (n,):
         raise SpecError(
             p, "observation.shape", f"the agent first ({n} agents)", list(spec.observation.shape)
         )

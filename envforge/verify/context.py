@@ -251,9 +251,14 @@ def differing_agents(
         if key != "obs" and key not in spec.seat_fields:
             continue
         a, b = np.asarray(_value(ref, key, i)), np.asarray(_value(port, key, i))
+        if a.shape != b.shape:
+            return list(spec.agents.names)
         atol, rtol = spec.tolerance(key if key in spec.field_names else None)
-        close = values_close(a, b, atol, rtol) if a.shape == b.shape else np.zeros_like(bad)
-        bad |= ~np.asarray(close).reshape(len(bad), -1).all(axis=1)
+        differs = ~values_close(a, b, atol, rtol)
+        if key == "obs":
+            bad |= spec.observation_agents(differs)
+        else:
+            bad |= differs.reshape(len(bad), -1).any(axis=1)
     return [name for name, b in zip(spec.agents.names, bad, strict=True) if b]
 
 

@@ -73,6 +73,7 @@ def test_an_illegal_move_ends_the_game_as_the_wrapper_says(reference) -> None:  
     assert tr.state["board"][0].tolist() == board
 
 
+@pytest.mark.slow  # the verifier's levels cover the same (10 s)
 def test_port_and_reference_agree_over_random_games(reference) -> None:  # type: ignore[no-untyped-def]
     from envforge.backends.recipe import build_driver, port_recipe
 
@@ -141,8 +142,9 @@ def _names_player_1(finding: Finding, field: str) -> None:
 @pytest.mark.parametrize(
     "bug",
     [
-        "observation",
-        # a reward or mask bug shows only in some states: found later, so in the slow suite
+        # three verifies of 15-140 s each: the slow suite (the default one runs the L0 test and
+        # L1 on the observation bug with observations as named parts, below)
+        pytest.param("observation", marks=pytest.mark.slow),
         pytest.param("reward", marks=pytest.mark.slow),
         pytest.param("mask", marks=pytest.mark.slow),
     ],
@@ -171,6 +173,33 @@ def test_level0_names_the_seat_whose_observation_leaves_its_bounds(tmp_path: Pat
     finding = report.levels[0].findings[0]
     assert finding.check == "contract.obs_bounds"
     assert "obs[player_1]" in finding.message and finding.extra["agents"] == ["player_1"]
+
+
+def test_observations_as_named_parts_per_agent_name_the_agent(tmp_path: Path) -> None:
+    """The same seats with each agent's observation a named part ([observation.parts.<agent>],
+    the nested-observation machinery): the finding names the part, which is the agent."""
+    whole = '[observation]\nshape = [2, 6, 7, 2]\ndtype = "float32"\nlow = 0.0\nhigh = 1.0\n'
+    per_agent = "".join(
+        f'[observation.parts.{a}]\nshape = [6, 7, 2]\ndtype = "int8"\nlow = 0\nhigh = 1\n'
+        for a in ("player_0", "player_1")
+    )
+    text = SPEC.read_text()
+    assert whole in text
+    (tmp_path / "env.toml").write_text(text.replace(whole, per_agent))
+    spec = load_spec(tmp_path / "env.toml")
+    assert spec.observation.shape == (2 * 84,)
+    parts = 'illegal_reward=-1.0, observation_parts=("player_0", "player_1"))'
+    port = apply_patch(
+        PORT,
+        tmp_path / "port",
+        SEAT_BUGS["observation"],
+        ("illegal_reward=-1.0)", parts),
+        ("axis=2).astype(jnp.float32)", "axis=2).astype(jnp.int8)"),  # the reference's dtype
+    ).path
+    report = verify(spec, port, levels=[1], options=QUICK)
+    finding = report.levels[0].findings[0]
+    assert "obs" in finding.fields and "obs.player_1[" in finding.message, finding.message
+    assert finding.extra["agents"] == ["player_1"]
 
 
 @pytest.mark.slow  # a whole L1 runs before the property (25 s)
