@@ -175,6 +175,7 @@ def test_level0_names_the_seat_whose_observation_leaves_its_bounds(tmp_path: Pat
     assert "obs[player_1]" in finding.message and finding.extra["agents"] == ["player_1"]
 
 
+@pytest.mark.slow  # 16 s quiet, minutes under load: hypothesis' shrink
 def test_observations_as_named_parts_per_agent_name_the_agent(tmp_path: Path) -> None:
     """The same seats with each agent's observation a named part ([observation.parts.<agent>],
     the nested-observation machinery): the finding names the part, which is the agent."""
