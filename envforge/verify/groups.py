@@ -37,6 +37,8 @@ def causes_of(spec: EnvSpec, keys: list[str], tape_bad: bool = False) -> list[st
     state = [f.name for f in spec.state if f.name in fields]
     if state:
         return [state[0]]
+    if "terminated" in fields:  # a port that ends the episode differently truncates it too
+        fields.discard("truncated")
     return [k for k in NON_STATE_KEYS if k in fields] or list(keys[:1])
 
 

@@ -140,3 +140,16 @@ def test_the_html_page_has_every_group_with_plots_and_loads_nothing(runs, tmp_pa
     # self-contained: no address, no script, nothing fetched
     for needle in ("http:", "https:", "//cdn", "<script", "<link", "src=", "url(", "@import"):
         assert needle not in page, needle
+
+
+def test_causes_of_one_step() -> None:
+    """A state field first; with equal states each of reward, a flag and the observation on its
+    own; a truncation that follows a different termination is not a cause of its own."""
+    from envforge.verify.groups import causes_of
+
+    spec = load_spec(PONG_SPEC)
+    assert causes_of(spec, ["ball_y", "paddle_yl", "obs"]) == ["paddle_yl"]
+    assert causes_of(spec, ["reward", "obs"]) == ["reward", "obs"]
+    assert causes_of(spec, ["terminated", "truncated"]) == ["terminated"]
+    assert causes_of(spec, ["truncated"]) == ["truncated"]
+    assert causes_of(spec, ["paddle_yl"], tape_bad=True) == ["rng.tape"]
