@@ -48,7 +48,7 @@ def resolve_spec(
     elif env is not None:
         env_spec = spec_for_name(env)
     else:
-        raise BadInput(f"name an env (envforge {command} pong) or pass --ref")
+        raise BadInput(f"name an env (envforge {command} pong) or pass --ref or --spec")
     if env is not None and env != env_spec.name:
         raise BadInput(f"env {env!r} is not the env of the spec in use ({env_spec.name!r})")
     return env_spec

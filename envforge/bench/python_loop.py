@@ -53,9 +53,7 @@ class _Batch:
     def __init__(self, spec: EnvSpec, make: Callable[[], Any], n: int, policy: str, hidden: int):
         self.spec = spec
         self.envs = [make() for _ in range(n)]
-        self.obs = np.stack(
-            [np.asarray(env.reset(seed=i)[0], np.float32) for i, env in enumerate(self.envs)]
-        )
+        self.obs = np.stack([self.row(env.reset(seed=i)[0]) for i, env in enumerate(self.envs)])
         self.rng = np.random.default_rng(0)
         self.policy = policy
         self.params = mlp_params(spec, hidden)
@@ -81,7 +79,13 @@ class _Batch:
             self.total += float(reward)
             if terminated or truncated:
                 obs, _ = env.reset()
-            self.obs[i] = obs
+            self.obs[i] = self.row(obs)
+
+    def row(self, obs: Any) -> np.ndarray:
+        """The observation the MLP reads: a nested one's named parts as one flat row."""
+        layout = self.spec.observation.layout
+        flat = obs if layout is None else layout.flatten(obs)
+        return np.asarray(flat, np.float32)
 
 
 def measure_python(spec: EnvSpec, settings: BenchSettings) -> list[Measurement]:

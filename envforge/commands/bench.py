@@ -28,7 +28,9 @@ def _ints(text: str, flag: str) -> tuple[int, ...]:
 
 
 def bench_command(
-    env: options.EnvArgument,
+    env: options.EnvOrRef = None,
+    ref: options.Ref = None,
+    spec_path: options.Spec = None,
     target: list[str] = typer.Option(
         None, "--target", help="Port(s) to measure: jax, rust (default: every port found)."
     ),
@@ -75,7 +77,7 @@ def bench_command(
     sandbox: options.Sandbox = "auto",
 ) -> None:
     """Measure env steps/s of the reference and its ports (compile time excluded)."""
-    spec = resolve_spec(env, command="bench")
+    spec = resolve_spec(env, ref, spec_path, command="bench")
     policies = tuple(p.strip() for p in policy.split(",") if p.strip())
     if not policies or any(p not in ("random", "mlp") for p in policies):
         raise BadInput(f"--policy: expected random, mlp or random,mlp, got {policy!r}")

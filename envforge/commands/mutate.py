@@ -25,7 +25,9 @@ from envforge.verify.runner import parse_seed_sweep
 
 
 def mutate_command(
-    env: options.EnvArgument,
+    env: options.EnvOrRef = None,
+    ref: options.Ref = None,
+    spec_path: options.Spec = None,
     target: options.Target = default_target(),
     port: options.Port = None,
     side: str = typer.Option(
@@ -86,7 +88,7 @@ def mutate_command(
         raise BadInput(
             f"--sample-order: expected {' or '.join(SAMPLE_ORDERS)}, got {sample_order!r}"
         )
-    spec = resolve_spec(env, command="mutate")
+    spec = resolve_spec(env, ref, spec_path, command="mutate")
     resolved = resolve_target(spec, side, target, port)
     level_list = parse_levels(levels)
     sandbox_choice = choose_sandbox(sandbox)

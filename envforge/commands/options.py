@@ -19,10 +19,6 @@ REF_HELP = (
     "pkg.module:Class or node:file.js."
 )
 
-EnvArgument = Annotated[
-    str, typer.Argument(help="Env name (references/<env>).", show_default=False)
-]
-"""An env name every run of the command needs (bench, profile, mutate)."""
 EnvOrRef = Annotated[
     str | None, typer.Argument(help="Env name (references/<env>), or omit and use --ref.")
 ]

@@ -17,7 +17,9 @@ from envforge.targets import default_target, get_target, target_names
 
 
 def profile_command(
-    env: options.EnvArgument,
+    env: options.EnvOrRef = None,
+    ref: options.Ref = None,
+    spec_path: options.Spec = None,
     target: options.Target = default_target(),
     port: options.CandidatePort = None,
     batch: int = typer.Option(
@@ -44,7 +46,7 @@ def profile_command(
         raise BadInput(
             f"--target: no profiler for {kind.title} ports yet (have: {', '.join(have)})"
         )
-    spec = resolve_spec(env, command="profile")
+    spec = resolve_spec(env, ref, spec_path, command="profile")
     path = chosen_port(spec, port, target)
     console = Console(stderr=as_json, width=None if sys.stdout.isatty() else 160)
     choice = choose_sandbox(sandbox)

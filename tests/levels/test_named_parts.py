@@ -229,3 +229,35 @@ def test_init_drafts_the_dict_as_parts_with_bounds_from_the_space(tmp_path: Path
     drafted = load_spec(out / "env.toml").observation
     assert drafted.layout is not None and drafted.layout.names == ("grid", "heading", "pos")
     np.testing.assert_array_equal(drafted.bounds()[1], load_spec(tmp_path).observation.bounds()[1])
+
+
+@pytest.mark.slow
+def test_bench_takes_a_spec_and_a_port_with_no_references_folder(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    port = setup(tmp_path)
+    # before: bench took only an env name found under references/ ("unknown env")
+    args = ["--batch", "4", "--repeats", "1", "--min-run", "0.05", "--policy", "random"]
+    done = subprocess.run(
+        [sys.executable, "-m", "envforge.cli", "bench", "--spec", str(tmp_path / "env.toml")]
+        + ["--port", str(port), "--resets", "fresh", "--json", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert rows, rows
+
+
+def test_a_command_without_env_ref_or_spec_says_all_three() -> None:
+    from envforge.errors import BadInput
+    from envforge.resolve import resolve_spec
+
+    with pytest.raises(BadInput, match=r"or pass --ref or --spec"):
+        resolve_spec(None, command="bench")
