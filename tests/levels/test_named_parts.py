@@ -193,6 +193,7 @@ def test_port_returning_the_pytree_verifies(tmp_path: Path) -> None:
     assert report.passed, [(lv.level, lv.summary) for lv in report.levels]
 
 
+@pytest.mark.slow
 def test_a_wrong_cell_is_named_by_part_and_index(tmp_path: Path) -> None:
     port = setup(tmp_path, WRONG_CELL)
     report = verify(load_spec(tmp_path / "env.toml"), port, [1], VerifyOptions(scale=0.2))
