@@ -60,6 +60,47 @@ def changed_lines(
     return changed
 
 
+EDITED = re.compile(r"edited (\S+) at line (\d+)")
+
+
+def finding_fixes(messages: list[dict[str, Any]], repair: bool) -> list[str]:
+    """For each finding the episode showed (its repair prompt, each failing run_verify), whether
+    the model's next edit changed a port line the finding cited: ``yes``, ``no``, ``rewrote``
+    (a whole-file write_file) or ``no edit``."""
+    outcomes: list[str] = []
+    cited: set[tuple[str, int]] | None = None
+    calls: dict[str, dict[str, Any]] = {}
+
+    def settle(outcome: str) -> None:
+        nonlocal cited
+        if cited is not None:
+            outcomes.append(outcome)
+            cited = None
+
+    for index, message in enumerate(messages):
+        for part in message["parts"]:
+            if part["type"] == "text" and index == 0 and message["role"] == "user":
+                found = {(n, int(line)) for n, line in CITED.findall(part["text"])}
+                cited = found if repair else None
+            elif part["type"] == "tool_call":
+                calls[part["id"]] = part
+            elif part["type"] == "tool_result":
+                call = calls.get(part["call_id"], {})
+                content = str(part["content"])
+                if part["name"] == "edit_file" and (m := EDITED.search(content)):
+                    first = int(m.group(2))
+                    span = str(call.get("arguments", {}).get("old", "")).count("\n")
+                    lines = {(m.group(1), line) for line in range(first, first + span + 1)}
+                    settle("yes" if cited and lines & cited else "no")
+                elif part["name"] == "write_file" and not part["is_error"]:
+                    settle("rewrote")
+                elif part["name"] == "run_verify" and not content.startswith("verdict: equivalent"):
+                    settle("no edit")
+                    cited = {(n, int(line)) for n, line in CITED.findall(content)}
+    settle("no edit")
+    return outcomes
+
+
 def episode_row(folder: Path, before: Path | None) -> dict[str, Any]:
     record = json.loads((folder / "cost.json").read_text())
     messages = _messages(folder)
@@ -108,6 +149,7 @@ def episode_row(folder: Path, before: Path | None) -> dict[str, Any]:
         "verify_calls": sum(1 for c in calls if c["name"] == "run_verify"),
         "findings_shown": shown,
         "named": named,
+        "fixes": finding_fixes(messages, record["kind"] == "repair"),
         "finding": record.get("finding", ""),
     }
 
@@ -130,17 +172,43 @@ def markdown(rows: list[dict[str, Any]], name: str) -> str:
         f"{sum(r['findings_shown'] for r in rows)} findings shown",
         "",
         "| # | kind | agent | verdict | calls | tokens (in / cache read / cache write / out) | "
-        "USD | run_verify | findings shown | the finding named the line changed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "USD | run_verify | findings shown | next edit on a cited line | "
+        "repair: the prompt cited a line the episode changed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         u = r["usage"]
         tokens = f"{u['input']:,} / {u['cache_read']:,} / {u['cache_write'] + u['cache_write_1h']:,} / {u['output']:,}"
         lines.append(
             f"| {r['number']} | {r['kind']} | {r['agent']} | {r['verdict']} | {r['calls']} | "
-            f"{tokens} | {r['cost']:.4f} | {r['verify_calls']} | {r['findings_shown']} | {r['named']} |"
+            f"{tokens} | {r['cost']:.4f} | {r['verify_calls']} | {r['findings_shown']} | {', '.join(r['fixes']) or '—'} | {r['named']} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def cassette_note(cassette: Path, workspace: Path, args: list[str], played: str) -> dict[str, Any]:
+    """The note tests/agents/test_recorded_runs.py reads beside a committed cassette: the
+    translate options it was recorded with and what the run came to (from its workspace)."""
+    from envforge.agents.cassette import ReplayModel
+    from envforge.agents.messages import Usage
+    from envforge.cost.prices import load_price_table
+
+    replay = ReplayModel(cassette)
+    price = load_price_table().price_for(replay.name)
+    usd = sum((price.cost(Usage(**r["usage"])) for _, r in replay.calls), Decimal(0))
+    rows = run_rows(workspace)
+    verified = bool(rows) and rows[-1]["verdict"] == "equivalent"
+    return {
+        "model": replay.name,
+        "played": played,
+        "args": args,
+        "expect": {
+            "status": "verified" if verified else "see the run's table",
+            "episodes": [[r["kind"], r["agent"], r["verdict"]] for r in rows],
+            "calls": len(replay.calls),
+            "recorded_usd": str(usd),
+        },
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,7 +216,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("workspace", type=Path)
     parser.add_argument("--name", default=None)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--note-for", type=Path, help="write this cassette's .json note")
+    parser.add_argument("--args", default="", help="the translate options it was recorded with")
+    parser.add_argument("--played", default="", help="who played it, when")
     args = parser.parse_args(argv)
+    if args.note_for is not None:
+        note = cassette_note(args.note_for, args.workspace, args.args.split(), args.played)
+        args.note_for.with_suffix(".json").write_text(json.dumps(note, indent=1) + "\n")
+        print(json.dumps(note["expect"]))
+        return 0
     rows = run_rows(args.workspace)
     if not rows:
         print(f"no iterations under {args.workspace}", file=sys.stderr)

@@ -7,6 +7,7 @@ Templates use StrictUndefined: a missing variable is an error, never an empty st
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,8 @@ def translation_prompt(
 
 
 def _relative(file: str, roots: list[Path]) -> str:
+    if scrub_paths(file, []) != file:  # in the Python installation, wherever that is
+        return scrub_paths(file, [])
     path = Path(file)
     for root in roots:
         for base in (root, root.resolve()):
@@ -185,6 +188,9 @@ def _relative(file: str, roots: list[Path]) -> str:
 def scrub_paths(text: str, roots: list[Path]) -> str:
     """Absolute workspace/project paths become relative: prompts must not depend on where a
     run happens (cassettes replay elsewhere), nor show the machine's layout."""
+    # the Python installation first: a virtualenv inside the project reads as one outside it
+    for prefix in {sys.prefix, sys.exec_prefix} - {"/usr", "/usr/local"}:
+        text = text.replace(prefix + "/", "<python-env>/")
     for root in roots:
         for base in {str(root), str(root.resolve())}:
             text = text.replace(base + "/", "").replace(base, ".")

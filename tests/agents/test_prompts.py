@@ -307,3 +307,23 @@ def test_the_prompt_says_which_constructor_arguments_the_reference_is_made_with(
         spec, "jax", "port/blackjack.py", "0-3", None, reference_sources(spec)
     )
     assert "constructor arguments (`natural=True, sab=False`)" in prompt.context + prompt.task
+
+
+def test_a_virtualenv_inside_the_project_reads_as_one_outside_it(tmp_path: Path) -> None:
+    """A finding's reference line in site-packages must read the same wherever the venv is,
+    or a cassette recorded with the venv outside the checkout stops replaying inside one."""
+    import sys
+
+    line = f"{sys.prefix}/lib/python3.11/site-packages/gymnasium/envs/toy_text/blackjack.py:248"
+    inside = prompts.scrub_paths(line, [Path(sys.prefix).parent])  # the project holds the venv
+    outside = prompts.scrub_paths(line, [tmp_path])
+    assert (
+        inside
+        == outside
+        == "<python-env>/lib/python3.11/site-packages/gymnasium/envs/toy_text/blackjack.py:248"
+    )
+    finding = Finding(level=1, check="step.mismatch", message="m", reference_lines=[
+        SourceLocation(line.rsplit(":", 1)[0], 248, "reward = -1.0")])  # fmt: skip
+    assert prompts.finding_view(finding, [Path(sys.prefix).parent])["reference_lines"][0][
+        "file"
+    ].startswith("<python-env>/lib/")

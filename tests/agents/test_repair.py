@@ -173,6 +173,7 @@ def test_scripted_agent_repairs_a_planted_bug_from_the_localized_finding(tmp_pat
     ]
     constant = good.splitlines().index(CORRECT) + 1
     assert (rows[0]["named"], rows[1]["named"]) == ("—", f"yes (port/pong.py:{constant})")
+    assert [r["fixes"] for r in rows] == [[], ["yes"], []]  # L0 only passed in episode 1
     assert sum(r["cost"] for r in rows) == Decimal("0.08625")
     assert "| 2 | repair | submitted | equivalent | 3 |" in table.markdown(rows, "pong")
 
