@@ -291,8 +291,13 @@ def verify_result(report: Report, roots: list[Path]) -> str:
         finding=finding_view(finding, roots) if finding else None,
         level_name=LEVEL_NAMES.get(finding.level, "") if finding else "",
         other_groups=other_groups(report, finding, lambda t: scrub_paths(t, roots)),
-        unchecked=[scrub_paths(line, roots) for line in report.coverage_lines() if "never" in line],
-        unchecked_quotes=[scrub_paths(line, roots) for line in report.unrun_lines()],
+        # what a passing run left unchecked; a failing one stopped early, so its gaps say nothing
+        unchecked=[scrub_paths(line, roots) for line in report.coverage_lines() if "never" in line]
+        if report.passed
+        else [],
+        unchecked_quotes=[scrub_paths(line, roots) for line in report.unrun_lines()]
+        if report.passed
+        else [],
     )
 
 

@@ -297,6 +297,12 @@ def test_run_verify_quotes_the_reference_lines_it_says_were_not_run() -> None:
     )
     assert f"pong.c line {bounce + 1} (never executed): {lines[bounce].strip()}" in text
     assert str(ROOT) not in text
+    # a failing run stopped early: what it did not reach is no news (a played Pig run was shown
+    # 30 "never executed" lines, reset included, beside a first-step finding)
+    failing = Report(
+        "pong", "pong.c", "port", [LevelResult(1, "fail", "x", coverage=[coverage])], [1]
+    )
+    assert "never" not in prompts.verify_result(failing, [ROOT])
 
 
 def test_the_prompt_says_which_constructor_arguments_the_reference_is_made_with() -> None:
