@@ -91,9 +91,11 @@ def wait_command(
 ) -> None:
     """Wait for the oldest request without a reply and print what is new in it (its
     NNNN.new.txt). Exit 0 with a request, 1 when none came within --timeout."""
-    if not queue.is_dir():
-        raise BadInput(f"--queue: no folder {queue} (start `envforge play serve` first)")
     deadline = time.monotonic() + timeout
+    while not queue.is_dir():  # the server may still be starting
+        if time.monotonic() >= deadline:
+            raise BadInput(f"--queue: no folder {queue} (start `envforge play serve` first)")
+        time.sleep(0.5)
     while True:
         number = pending(queue)
         if number is not None and (queue / f"{number:04d}.new.txt").is_file():
