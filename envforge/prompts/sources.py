@@ -93,6 +93,23 @@ def _gymnasium_source(env_id: str) -> SourceFile:
     return SourceFile(f"gymnasium {gymnasium.__version__}: {label}", helpers + source, "python")
 
 
+def _pettingzoo_source(module_name: str) -> SourceFile:
+    """A PettingZoo reference's game: the ``raw_env`` class its module's ``env()`` wraps (the
+    wrappers only check and convert), without drawing code, with the helpers it calls."""
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise BadInput(f"pettingzoo:{module_name}: cannot import it: {e}") from None
+    game = getattr(module, "raw_env", None)
+    if not inspect.isclass(game):
+        raise BadInput(f"pettingzoo:{module_name} has no raw_env class to show the agent")
+    source = without_drawing(inspect.getsource(game))
+    home = inspect.getmodule(game)
+    helpers = module_helpers(inspect.getsource(home), source) if home is not None else ""
+    label = f"{game.__module__.replace('.', '/')}.py, class {game.__name__}"
+    return SourceFile(f"pettingzoo: {label}", helpers + source, "python")
+
+
 def module_helpers(module_source: str, class_source: str) -> str:
     """The module-level functions and constants a class calls (Blackjack's ``draw_card``,
     ``sum_hand``, ``deck``), and those they call in turn, in the module's order: the class
@@ -161,6 +178,8 @@ def reference_sources(spec: EnvSpec) -> list[SourceFile]:
     kind = spec.reference_kind
     if kind == "gymnasium":
         return [_gymnasium_source(spec.reference.split(":", 1)[1])]
+    if kind == "pettingzoo":
+        return [_pettingzoo_source(spec.reference.split(":", 1)[1])]
     path = spec.reference_path()
     if path is None or not path.is_file():
         raise BadInput(f"reference source not found: {path or spec.reference}")
