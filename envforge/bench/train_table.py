@@ -107,6 +107,6 @@ def training_section(results: list[dict[str, Any]]) -> str:
 def measured_line(results: list[dict[str, Any]]) -> str:
     """When the rows were measured and the commands that measure them again."""
     dates = sorted(r["date"] for r in results)
-    commands = sorted({f"python {r['command']}" for r in results}, key=len)
+    commands = sorted({f"python {r['command']}" for r in results}, key=lambda c: (len(c), c))
     when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
     return f"Measured {when} by " + ", ".join(f"`{c}`" for c in commands) + "."

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from envforge.spec import EnvSpec
-from envforge.verify.findings import Finding
+from envforge.verify.findings import Finding, to_jsonable
 
 if TYPE_CHECKING:
     from envforge.verify.tape import PairStep
@@ -88,27 +88,30 @@ class Group:
     levels: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The group as JSON takes it (a finding's values may be numpy scalars and arrays)."""
         f = self.finding
-        return {
-            "cause": self.cause,
-            "fields": f.fields,
-            "check": f.check,
-            "level": f.level,
-            "levels": self.levels or [f.level],
-            "count": self.count,
-            "message": f.message,
-            "minimal_input": {
-                "seed": f.seed,
-                "step": f.step,
-                "state_before": f.state_before,
-                "actions": f.actions,
-            },
-            "expected": f.expected,
-            "actual": f.actual,
-            "port_lines": [str(loc) for loc in f.port_lines],
-            "reference_lines": [str(loc) for loc in f.reference_lines],
-            "explanations": f.extra.get("explanations", []),
-        }
+        return to_jsonable(
+            {
+                "cause": self.cause,
+                "fields": f.fields,
+                "check": f.check,
+                "level": f.level,
+                "levels": self.levels or [f.level],
+                "count": self.count,
+                "message": f.message,
+                "minimal_input": {
+                    "seed": f.seed,
+                    "step": f.step,
+                    "state_before": f.state_before,
+                    "actions": f.actions,
+                },
+                "expected": f.expected,
+                "actual": f.actual,
+                "port_lines": [str(loc) for loc in f.port_lines],
+                "reference_lines": [str(loc) for loc in f.reference_lines],
+                "explanations": f.extra.get("explanations", []),
+            }
+        )
 
 
 class Collector:

@@ -251,3 +251,32 @@ def test_a_float64_reward_is_exact_for_the_nearest_float32_only() -> None:
     why = not_float32(reward64[1])
     assert why is not None and "is not representable in float32" in why
     assert not_float32(1.0) is None  # 1.0 is a float32: a difference there has another cause
+
+
+def test_a_group_of_numpy_values_is_json() -> None:
+    """A group's minimal input holds what the drivers returned (numpy scalars and arrays): the
+    MCP server's and translate's report.json failed on an int32 action ("not JSON serializable")."""
+    import json
+
+    from envforge.verify.findings import Finding
+    from envforge.verify.groups import Group
+
+    finding = Finding(
+        level=1,
+        check="step.field_mismatch",
+        message="m",
+        fields=["x"],
+        seed=np.uint32(3),
+        actions=[np.int32(2)],
+        state_before={"x": np.arange(3, dtype=np.int32)},
+        expected={"x": np.float32(1.5)},
+        actual={"x": np.float32(2.5)},
+    )
+    data = json.loads(json.dumps(Group("x", finding, count=np.int64(4)).to_dict()))
+    assert data["minimal_input"] == {
+        "seed": 3,
+        "step": None,
+        "state_before": {"x": [0, 1, 2]},
+        "actions": [2],
+    }
+    assert data["count"] == 4 and data["expected"] == {"x": 1.5}
