@@ -18,7 +18,7 @@ import numpy as np
 from envforge.coverage.lines import LineCoverage
 from envforge.errors import ContractViolation
 from envforge.native.digest.blocks import state_digests
-from envforge.rng.draws import DrawLog
+from envforge.rng.draws import DrawLog, row_seeds
 from envforge.spec import EnvSpec
 from envforge.spec.parts import PartError
 
@@ -109,6 +109,23 @@ class Driver(ABC):
             f"{self.describe()} cannot take its draws from a tape or a seed, which "
             f"[rng] step = {self.spec.rng.step!r} needs (docs/SPEC.md, randomness inside step)",
         )
+
+    def step_recorded(self, state: State, actions: np.ndarray) -> Transition:
+        """``step`` for a reference that records its draws (the gymnasium and PettingZoo
+        drivers): its draws seeded from the state and actions, and refused when the spec says
+        the step draws nothing."""
+        tr, log = self.step_draws(state, actions, row_seeds(state, actions), None)
+        if self.spec.rng.step == "none" and log.count.any():
+            i = int(np.flatnonzero(log.count)[0])
+            raise ContractViolation(
+                self.side,
+                "step",
+                f"{self.describe()} draws random numbers inside step (first: "
+                f'{log.describe(i, 0)}); declare [rng] step = "tape" in env.toml to replay '
+                'its draws to the port, or step = "distribution" to compare many samples '
+                "with two-sample tests (docs/SPEC.md, randomness inside step)",
+            )
+        return tr
 
     def step_sequence(
         self, state: State, actions: np.ndarray, until_done: bool = False

@@ -32,7 +32,7 @@ from envforge.backends.base import Driver, State, Transition, batch_size, flat_o
 from envforge.backends.library_files import library_files
 from envforge.coverage.lines import LineCoverage, PythonCoverage
 from envforge.errors import ContractViolation
-from envforge.rng.draws import DrawLog, row_seeds
+from envforge.rng.draws import DrawLog
 from envforge.rng.recorder import (
     RowLog,
     UnsupportedDraw,
@@ -144,18 +144,7 @@ class GymnasiumDriver(Driver):
         return stack_rows(self.spec, rows)
 
     def step(self, state: State, actions: np.ndarray) -> Transition:
-        tr, log = self.step_draws(state, actions, row_seeds(state, actions), None)
-        if self.spec.rng.step == "none" and log.count.any():
-            i = int(np.flatnonzero(log.count)[0])
-            raise ContractViolation(
-                self.side,
-                "step",
-                f"{self.describe()} draws random numbers inside step (first: "
-                f'{log.describe(i, 0)}); declare [rng] step = "tape" in env.toml to replay '
-                'its draws to the port, or step = "distribution" to compare many samples '
-                "with two-sample tests (docs/SPEC.md, randomness inside step)",
-            )
-        return tr
+        return self.step_recorded(state, actions)
 
     def step_draws(
         self, state: State, actions: np.ndarray, seeds: np.ndarray, tape: DrawLog | None

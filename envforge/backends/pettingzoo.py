@@ -34,7 +34,7 @@ from envforge.backends.attrs import AttrMap, owner, stack_rows
 from envforge.backends.base import Driver, State, Transition, batch_size, flat_observation
 from envforge.coverage.lines import LineCoverage, PythonCoverage
 from envforge.errors import BadInput, ContractViolation
-from envforge.rng.draws import DrawLog, row_seeds
+from envforge.rng.draws import DrawLog
 from envforge.rng.recorder import RowLog, UnsupportedDraw, logs_to_array, module_draws, recording
 from envforge.spec import EnvSpec
 from envforge.spec.tables import Agents
@@ -172,16 +172,7 @@ class PettingZooDriver(Driver):
         return stack_rows(self.spec, rows)
 
     def step(self, state: State, actions: np.ndarray) -> Transition:
-        tr, log = self.step_draws(state, actions, row_seeds(state, actions), None)
-        if self.spec.rng.step == "none" and log.count.any():
-            i = int(np.flatnonzero(log.count)[0])
-            raise ContractViolation(
-                self.side,
-                "step",
-                f"{self.describe()} draws random numbers inside step (first: "
-                f'{log.describe(i, 0)}); declare [rng] step = "tape" in env.toml',
-            )
-        return tr
+        return self.step_recorded(state, actions)
 
     def step_draws(
         self, state: State, actions: np.ndarray, seeds: np.ndarray, tape: DrawLog | None
